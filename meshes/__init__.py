@@ -1,0 +1,1 @@
+"""gmsh geometry generators producing .msh files (no solving here)."""

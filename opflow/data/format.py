@@ -1,0 +1,402 @@
+"""The opflow dataset file: one NetCDF-4 file per dataset, the contract between solvers and models.
+
+Conventions (readable by plain ``netCDF4`` and by ``xarray.open_dataset``):
+
+* Dimension ``sample`` first, then the field's own dimensions: ``x, y`` for grids (``t`` added for
+  trajectories), ``node``/``cell``/``corner`` for meshes, ``t`` for ODE trajectories.
+* Coordinate variables (``x``, ``y``, ``t``, ``node_x`` ...) and ``sample_index`` (the global index of
+  each sample in the generated set; it fixes the sample's random seed, see :mod:`.provenance`).
+* Field variables named by their physics (``coeff``, ``pressure`` ...), each with ``units``,
+  ``long_name`` and ``role`` (``input``, ``output`` or ``auxiliary``) attributes.
+* ``split(sample)``: int8 with CF ``flag_values``/``flag_meanings`` (0 train, 1 test, 2 val).
+* Global attributes: provenance (see :mod:`.provenance`) and ``opflow_format``, written last.
+
+Files are written chunked per sample with zlib compression under a temporary name in the same
+folder and renamed only when complete; ``opflow_format`` is set just before closing, so a file that
+was cut short (killed writer, truncated copy) is rejected by :func:`open_dataset` with a clear error.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import uuid
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from .errors import DatasetError
+
+FORMAT = "opflow-dataset/1"
+SPLITS: dict[str, int] = {"train": 0, "test": 1, "val": 2}
+ROLES = ("input", "output", "auxiliary", "coordinate")
+
+
+@dataclass
+class Variable:
+    """An array with named dimensions and attributes (one NetCDF variable)."""
+
+    dims: tuple[str, ...]
+    data: np.ndarray
+    attrs: dict[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        self.data = np.asarray(self.data)
+        self.dims = tuple(self.dims)
+        if self.data.ndim != len(self.dims):
+            raise DatasetError(
+                f"variable with dims {self.dims} got an array of shape {self.data.shape}: "
+                "give one dimension name per array axis"
+            )
+
+
+@dataclass
+class Dataset:
+    """An opflow dataset read into memory (numpy arrays)."""
+
+    variables: dict[str, Variable]
+    attrs: dict[str, Any]
+    path: Path | None = None
+
+    def __getitem__(self, name: str) -> np.ndarray:
+        try:
+            return self.variables[name].data
+        except KeyError:
+            raise KeyError(f"{self.path or 'dataset'} has no variable {name!r}; it has {sorted(self.variables)}") from None
+
+    @property
+    def n_samples(self) -> int:
+        return int(self.variables["sample_index"].data.shape[0]) if "sample_index" in self.variables else 0
+
+    def names_with_role(self, role: str) -> list[str]:
+        return [n for n, v in self.variables.items() if v.attrs.get("role") == role]
+
+    def split_mask(self, split: str) -> np.ndarray:
+        if split not in SPLITS:
+            raise DatasetError(f"unknown split {split!r}; use one of {list(SPLITS)}")
+        return self["split"] == SPLITS[split]
+
+
+def split_codes(names: Sequence[str]) -> np.ndarray:
+    """Encode split names ('train', 'test', 'val') as the int8 codes stored in ``split``."""
+    try:
+        return np.array([SPLITS[n] for n in names], dtype=np.int8)
+    except KeyError as e:
+        raise DatasetError(f"unknown split {e.args[0]!r}; use one of {list(SPLITS)}") from None
+
+
+def split_variable(codes: np.ndarray) -> Variable:
+    return Variable(
+        ("sample",),
+        np.asarray(codes, dtype=np.int8),
+        {
+            "long_name": "dataset split",
+            "flag_values": np.array(list(SPLITS.values()), dtype=np.int8),
+            "flag_meanings": " ".join(SPLITS),
+        },
+    )
+
+
+def _tmp_name(path: Path) -> Path:
+    return path.with_name(f".{path.name}.tmp-{os.getpid()}-{uuid.uuid4().hex[:8]}")
+
+
+def _netcdf_value(value: Any) -> Any:
+    """NetCDF attributes hold strings, numbers and numeric arrays; bools become ints, None ''."""
+    if isinstance(value, bool | np.bool_):
+        return int(value)
+    if value is None:
+        return ""
+    if isinstance(value, list | tuple) and value and all(isinstance(v, str) for v in value):
+        return " ".join(value)
+    return value
+
+
+class DatasetWriter:
+    """Stream an opflow dataset to disk, sample blocks at a time, atomically.
+
+    ``dims`` maps dimension names to sizes (``sample`` must be given: the total count);
+    ``variables`` maps names to ``(dims, dtype, attrs)``. Use as a context manager; call
+    :meth:`write` for each block. The file appears under its final name only when the ``with``
+    block ends without an exception and every sample of every per-sample variable was written.
+    """
+
+    def __init__(
+        self,
+        path: str | os.PathLike,
+        dims: Mapping[str, int],
+        variables: Mapping[str, tuple[Sequence[str], Any, Mapping[str, Any]]],
+        attrs: Mapping[str, Any],
+        *,
+        complevel: int = 4,
+    ) -> None:
+        import netCDF4
+
+        if "sample" not in dims:
+            raise DatasetError("an opflow dataset needs a 'sample' dimension")
+        self.path = Path(path)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self.tmp = _tmp_name(self.path)
+        self.dims = dict(dims)
+        self._written: dict[str, np.ndarray] = {}
+        self._nc = netCDF4.Dataset(self.tmp, "w", format="NETCDF4")
+        try:
+            for name, size in self.dims.items():
+                self._nc.createDimension(name, size)
+            for name, (vdims, dtype, vattrs) in variables.items():
+                vdims = tuple(vdims)
+                unknown = [d for d in vdims if d not in self.dims]
+                if unknown:
+                    raise DatasetError(f"variable {name!r} uses undeclared dimensions {unknown}")
+                dtype = np.dtype(dtype)
+                chunks = None
+                if vdims and vdims[0] == "sample":
+                    chunks = [1] + [max(1, self.dims[d]) for d in vdims[1:]]
+                    self._written[name] = np.zeros(self.dims["sample"], dtype=bool)
+                fill = vattrs.get("_FillValue")
+                var = self._nc.createVariable(
+                    name,
+                    dtype,
+                    vdims,
+                    zlib=bool(vdims) and complevel > 0,
+                    complevel=complevel if complevel > 0 else 4,
+                    chunksizes=chunks,
+                    fill_value=fill if fill is not None else False,
+                )
+                for k, v in vattrs.items():
+                    if k != "_FillValue":
+                        var.setncattr(k, _netcdf_value(v))
+            for k, v in attrs.items():
+                self._nc.setncattr(k, _netcdf_value(v))
+        except BaseException:
+            self._abort()
+            raise
+
+    def write(self, name: str, data: np.ndarray, start: int | None = None) -> None:
+        """Write ``data`` into variable ``name``; per-sample variables take ``start`` (sample offset)."""
+        var = self._nc.variables[name]
+        data = np.asarray(data)
+        if name in self._written:
+            if start is None:
+                raise DatasetError(f"variable {name!r} is per-sample: give the sample offset 'start'")
+            stop = start + data.shape[0]
+            if start < 0 or stop > self.dims["sample"]:
+                raise DatasetError(f"samples {start}:{stop} of {name!r} lie outside 0:{self.dims['sample']}")
+            role = var.getncattr("role") if "role" in var.ncattrs() else None
+            if role in ("input", "output") and np.issubdtype(data.dtype, np.floating) and not np.all(np.isfinite(data)):
+                raise DatasetError(f"non-finite values in {name!r} for samples {start}:{stop}; nothing was saved")
+            var[start:stop] = data
+            self._written[name][start:stop] = True
+        else:
+            var[...] = data
+
+    def close(self) -> Path:
+        missing = {n: int((~w).sum()) for n, w in self._written.items() if not w.all()}
+        if missing:
+            self._abort()
+            raise DatasetError(f"{self.path}: samples were never written for {missing}; nothing was saved")
+        self._nc.setncattr("opflow_format", FORMAT)
+        self._nc.close()
+        os.replace(self.tmp, self.path)
+        return self.path
+
+    def _abort(self) -> None:
+        with contextlib.suppress(Exception):
+            self._nc.close()
+        with contextlib.suppress(FileNotFoundError):
+            self.tmp.unlink()
+
+    def __enter__(self) -> DatasetWriter:
+        return self
+
+    def __exit__(self, exc_type, exc, tb) -> None:
+        if exc_type is None:
+            self.close()
+        else:
+            self._abort()
+
+
+def write_dataset(
+    path: str | os.PathLike,
+    variables: Mapping[str, Variable],
+    attrs: Mapping[str, Any],
+    *,
+    complevel: int = 4,
+) -> Path:
+    """Write a whole in-memory dataset atomically; returns the final path."""
+    dims: dict[str, int] = {}
+    for name, v in variables.items():
+        for d, n in zip(v.dims, v.data.shape, strict=True):
+            if dims.setdefault(d, n) != n:
+                raise DatasetError(f"dimension {d!r} has size {dims[d]} elsewhere but {n} in {name!r}")
+    dims.setdefault("sample", 0)
+    spec = {n: (v.dims, v.data.dtype, v.attrs) for n, v in variables.items()}
+    with DatasetWriter(path, dims, spec, attrs, complevel=complevel) as w:
+        for name, v in variables.items():
+            w.write(name, v.data, 0 if v.dims[:1] == ("sample",) else None)
+    return Path(path)
+
+
+@contextlib.contextmanager
+def open_dataset(path: str | os.PathLike) -> Iterator[Any]:
+    """Open an opflow dataset with netCDF4, raising :class:`DatasetError` for anything unusable."""
+    import netCDF4
+
+    path = Path(path)
+    if not path.exists():
+        raise DatasetError(f"{path}: no such dataset file; generate it with snakemake (see README)")
+    try:
+        nc = netCDF4.Dataset(path, "r")
+    except OSError as e:
+        raise DatasetError(
+            f"{path}: not a readable NetCDF-4 file ({e.strerror or e}); it may be truncated or foreign: "
+            "delete it and regenerate it with snakemake"
+        ) from None
+    try:
+        fmt = getattr(nc, "opflow_format", None)
+        if fmt is None:
+            raise DatasetError(
+                f"{path}: NetCDF file without the 'opflow_format' attribute: either not an opflow "
+                "dataset or a write that never finished; regenerate it"
+            )
+        if fmt != FORMAT:
+            raise DatasetError(f"{path}: format {fmt!r}, this opflow reads {FORMAT!r}; regenerate the file")
+        nc.set_auto_mask(False)
+        yield nc
+    finally:
+        nc.close()
+
+
+def _attrs(obj: Any) -> dict[str, Any]:
+    return {k: obj.getncattr(k) for k in obj.ncattrs()}
+
+
+def read_dataset(
+    path: str | os.PathLike,
+    variables: Sequence[str] | None = None,
+    *,
+    samples: np.ndarray | slice | None = None,
+    split: str | None = None,
+) -> Dataset:
+    """Read variables (all by default) into numpy; optionally only some samples or one split."""
+    path = Path(path)
+    with open_dataset(path) as nc:
+        names = list(nc.variables) if variables is None else list(variables)
+        missing = [n for n in names if n not in nc.variables]
+        if missing:
+            raise DatasetError(f"{path}: no variable(s) {missing}; it has {sorted(nc.variables)}")
+        sel: Any = slice(None) if samples is None else samples
+        if split is not None:
+            if "split" not in nc.variables:
+                raise DatasetError(f"{path}: has no 'split' variable, cannot select split {split!r}")
+            mask = nc.variables["split"][:] == SPLITS[split]
+            idx = np.flatnonzero(mask)
+            sel = idx if samples is None else idx[samples]
+            if "split" not in names:
+                names.append("split")
+        if "sample_index" in nc.variables and "sample_index" not in names:
+            names.append("sample_index")
+        out: dict[str, Variable] = {}
+        try:
+            for n in names:
+                v = nc.variables[n]
+                if v.dimensions[:1] == ("sample",):
+                    data = v[sel] if not isinstance(sel, np.ndarray) else _take(v, sel)
+                else:
+                    data = v[...]
+                out[n] = Variable(v.dimensions, np.asarray(data), _attrs(v))
+        except (OSError, RuntimeError, IndexError) as e:
+            raise DatasetError(f"{path}: reading failed ({e}); the file is damaged, regenerate it") from None
+        return Dataset(out, _attrs(nc), path)
+
+
+def _take(var: Any, idx: np.ndarray) -> np.ndarray:
+    """Fancy-index the sample axis; contiguous runs are read as slices (fast in HDF5)."""
+    if idx.size == 0:
+        return np.empty((0, *var.shape[1:]), dtype=var.dtype)
+    if np.all(np.diff(idx) == 1):
+        return var[int(idx[0]) : int(idx[-1]) + 1]
+    return np.stack([var[int(i)] for i in idx])
+
+
+def validate(path: str | os.PathLike) -> list[str]:
+    """Check schema and values; return a list of problems (empty when the file is valid)."""
+    problems: list[str] = []
+    try:
+        with open_dataset(path) as nc:
+            if "sample" not in nc.dimensions:
+                return ["no 'sample' dimension"]
+            n = len(nc.dimensions["sample"])
+            if "sample_index" not in nc.variables:
+                problems.append("no 'sample_index' variable")
+            if "split" in nc.variables:
+                codes = np.asarray(nc.variables["split"][:])
+                bad = sorted(set(np.unique(codes).tolist()) - set(SPLITS.values()))
+                if bad:
+                    problems.append(f"split has unknown codes {bad}")
+            for name, v in nc.variables.items():
+                role = getattr(v, "role", None)
+                if role is not None and role not in ROLES:
+                    problems.append(f"{name}: role {role!r} not in {ROLES}")
+                if role in ("input", "output"):
+                    for a in ("units", "long_name"):
+                        if a not in v.ncattrs():
+                            problems.append(f"{name}: missing attribute {a!r}")
+                    if v.dimensions[:1] != ("sample",):
+                        problems.append(f"{name}: fields must have 'sample' as first dimension")
+                if np.issubdtype(v.dtype, np.floating) and v.dimensions[:1] == ("sample",):
+                    for i in range(0, n, 64):
+                        block = np.asarray(v[i : i + 64])
+                        if not np.all(np.isfinite(block)):
+                            bad_i = i + int(np.flatnonzero(~np.isfinite(block.reshape(block.shape[0], -1)).any(1))[0])
+                            problems.append(f"{name}: non-finite values (first in sample {bad_i})")
+                            break
+            if not any(getattr(v, "role", None) == "output" for v in nc.variables.values()):
+                problems.append("no variable has role 'output'")
+            for a in ("opflow_generator", "opflow_params", "opflow_params_hash"):
+                if a not in nc.ncattrs():
+                    problems.append(f"missing provenance attribute {a!r}")
+    except DatasetError as e:
+        problems.append(str(e))
+    return problems
+
+
+def summary(path: str | os.PathLike) -> str:
+    """A human-readable summary: dimensions, variables with statistics, splits, provenance."""
+    import json
+
+    lines: list[str] = []
+    with open_dataset(path) as nc:
+        lines.append(f"{path}  ({Path(path).stat().st_size / 2**20:.1f} MiB, {nc.opflow_format})")
+        lines.append("dimensions: " + ", ".join(f"{k}={len(d)}" for k, d in nc.dimensions.items()))
+        if "split" in nc.variables:
+            codes = np.asarray(nc.variables["split"][:])
+            lines.append("splits: " + ", ".join(f"{k}={int((codes == c).sum())}" for k, c in SPLITS.items() if (codes == c).any()))
+        lines.append("variables:")
+        for name, v in nc.variables.items():
+            desc = f"  {name}{v.dimensions} {v.dtype}"
+            role = getattr(v, "role", None)
+            if role:
+                desc += f" [{role}]"
+            if hasattr(v, "long_name"):
+                desc += f" {v.long_name}"
+            if hasattr(v, "units"):
+                desc += f" ({v.units})"
+            if np.issubdtype(v.dtype, np.floating) and v.size:
+                head = np.asarray(v[: min(v.shape[0], 256)] if v.dimensions[:1] == ("sample",) else v[...], dtype=np.float64)
+                desc += f"  min {head.min():.4g} mean {head.mean():.4g} max {head.max():.4g}"
+                if v.dimensions[:1] == ("sample",) and v.shape[0] > 256:
+                    desc += " (first 256 samples)"
+            lines.append(desc)
+        lines.append("provenance:")
+        for k in nc.ncattrs():
+            if k.startswith("opflow_") and k != "opflow_format":
+                val = nc.getncattr(k)
+                if k in ("opflow_params", "opflow_packages"):
+                    with contextlib.suppress(Exception):
+                        val = json.dumps(json.loads(val), sort_keys=True)
+                lines.append(f"  {k[7:]}: {val}")
+    return "\n".join(lines)
