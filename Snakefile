@@ -11,16 +11,18 @@ import json
 import shlex
 import sys
 
-from snakemake.utils import validate
-
 configfile: "config/default.yaml"
 
-validate(config, "config/schema.yaml")
-
 sys.path.insert(0, workflow.basedir)
+from opflow.data.errors import ConfigError  # noqa: E402
+from opflow.schema import validate_config  # noqa: E402
 from solvers.config import check_generation_config, dataset_resolution  # noqa: E402
 
-check_generation_config(config)
+try:
+    validate_config(config, f"{workflow.basedir}/config/schema.yaml")
+    check_generation_config(config)
+except ConfigError as e:  # one clear line instead of a traceback, before any job runs
+    sys.exit(f"opflow: {e}")
 
 PY = shlex.quote(sys.executable)
 ROOT = config.get("root", ".")

@@ -1,0 +1,100 @@
+"""The generator face: typed parameters with clear errors, and sharding that does not change data."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal
+
+import numpy as np
+import pytest
+
+from opflow.data.errors import ConfigError
+from opflow.data.format import Variable, read_dataset, validate
+from opflow.data.provenance import sample_rng
+from opflow.data.shards import merge_shards
+from solvers.base import FieldSpec, Generator, SolverError, params_from_dict
+from solvers.generate import write_shard
+
+
+@dataclass(frozen=True)
+class NoiseParams:
+    resolution: int = 8
+    scale: float = 1.0
+    kind: Literal["gauss", "uniform"] = "gauss"
+    fail_at: int = -1
+
+    def __post_init__(self) -> None:
+        if self.resolution < 2:
+            raise ValueError(f"resolution must be >= 2, got {self.resolution}")
+
+
+class Noise(Generator):
+    """A test generator: white noise input, its cumulative sum as output."""
+
+    name = "test-noise"
+    Params = NoiseParams
+    block_size = 3
+
+    def dims(self) -> dict[str, int]:
+        return {"x": self.params.resolution}
+
+    def coords(self) -> dict[str, Variable]:
+        return {"x": Variable(("x",), np.linspace(0, 1, self.params.resolution))}
+
+    def fields(self) -> dict[str, FieldSpec]:
+        return {
+            "f": FieldSpec(("x",), "1", "noise", "input"),
+            "u": FieldSpec(("x",), "1", "cumulative sum", "output", "float64"),
+        }
+
+    def generate(self, seed: int, indices: np.ndarray) -> dict[str, np.ndarray]:
+        if self.params.fail_at in indices:
+            raise SolverError("diverged", index=self.params.fail_at, seed=seed)
+        f = np.stack([sample_rng(seed, i).standard_normal(self.params.resolution) for i in indices]) * self.params.scale
+        return {"f": f, "u": np.cumsum(f, axis=1)}
+
+
+def test_params_from_dict_types_defaults_and_literals() -> None:
+    p = params_from_dict(NoiseParams, {"resolution": 16, "scale": 2}, "sources.n.params")
+    assert p == NoiseParams(16, 2.0, "gauss")
+
+
+@pytest.mark.parametrize(
+    ("values", "message"),
+    [
+        ({"resolutoin": 16}, r"sources.n.params: unknown parameter\(s\) \['resolutoin'\]; allowed: \['fail_at', 'kind', 'resolution', 'scale'\]"),
+        ({"kind": "cauchy"}, r"sources.n.params.kind: 'cauchy' is not one of \['gauss', 'uniform'\]"),
+        ({"resolution": 2.5}, r"sources.n.params.resolution: 2.5 is not of type int"),
+        ({"resolution": 1}, r"sources.n.params: resolution must be >= 2, got 1"),
+    ],
+)
+def test_params_errors_name_the_key_and_the_fix(values: dict, message: str) -> None:
+    with pytest.raises(ConfigError, match=message):
+        params_from_dict(NoiseParams, values, "sources.n.params")
+
+
+def test_shards_of_any_size_give_the_same_samples(tmp_path: Path) -> None:
+    gen = Noise(NoiseParams())
+    whole = write_shard(gen, 11, 0, 10, tmp_path / "whole.nc", progress=False)
+    parts = [write_shard(gen, 11, a, b, tmp_path / f"p{a}.nc", progress=False) for a, b in [(0, 1), (1, 5), (5, 10)]]
+    merged = merge_shards(parts, tmp_path / "merged.nc")
+    a, b = read_dataset(whole), read_dataset(merged)
+    np.testing.assert_array_equal(a["u"], b["u"])
+    np.testing.assert_array_equal(a["f"], b["f"])
+    assert a["f"].dtype == np.float32 and a["u"].dtype == np.float64
+    assert validate(merged) == []
+    assert b.attrs["opflow_generator"] == "test-noise"
+    assert b.attrs["opflow_seed"] == 11
+
+
+def test_solver_failure_names_sample_and_seed_and_leaves_no_file(tmp_path: Path) -> None:
+    gen = Noise(NoiseParams(fail_at=4))
+    with pytest.raises(SolverError, match=r"diverged \(sample 4, seed 11\)"):
+        write_shard(gen, 11, 0, 10, tmp_path / "s.nc", progress=False)
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_empty_shard_range_is_a_config_error(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="empty or negative"):
+        write_shard(Noise(NoiseParams()), 0, 5, 5, tmp_path / "s.nc", progress=False)
