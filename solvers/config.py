@@ -11,19 +11,22 @@ from __future__ import annotations
 from typing import Any
 
 from opflow.data.errors import ConfigError, DatasetError
-from opflow.data.transforms import GRID_DIMS, stride_for
+from opflow.data.transforms import GRID_DIMS, is_periodic, stride_for
 from solvers.base import get_generator
 
 
 def check_generation_config(config: dict[str, Any]) -> None:
     sources = config.get("sources") or {}
     grids: dict[str, int | None] = {}
+    periodic: dict[str, bool] = {}
     for name, src in sources.items():
         where = f"sources.{name}"
         gen = get_generator(src["solver"]).from_config(src.get("params"), where=f"{where}.params")
         dims = gen.dims()
         sizes = {dims[d] for d in GRID_DIMS if d in dims}
         grids[name] = sizes.pop() if len(sizes) == 1 else None
+        coords = gen.coords()
+        periodic[name] = any(is_periodic(coords[d].attrs) for d in GRID_DIMS if d in coords)
     for name, ds in (config.get("datasets") or {}).items():
         where = f"datasets.{name}"
         src = ds["source"]
@@ -42,7 +45,7 @@ def check_generation_config(config: dict[str, Any]) -> None:
             if grids[src] is None:
                 raise ConfigError(f"{where}: resolution given but source {src!r} has no square grid to subsample")
             try:
-                stride_for(grids[src], res)
+                stride_for(grids[src], res, periodic=periodic[src])
             except DatasetError as e:
                 raise ConfigError(f"{where}: {e}") from None
 

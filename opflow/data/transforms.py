@@ -5,6 +5,9 @@ The FNO protocol makes coarse Darcy sets by strided subsampling of the 421 x 421
 for r = 2, 3, 4, 5, 7, 10), keeping the boundary nodes. :func:`derive` applies that stride and picks
 the splits: the first ``n_train`` samples train, the next ``n_val`` validate, the last ``n_test`` test
 (so sets with different training sizes share their test samples).
+
+Periodic grids (coordinate attribute ``grid_type = "periodic"``, no repeated endpoint) take
+``r = s_f / s_c`` instead (256 -> 64 with r = 4, as the FNO Navier-Stokes data).
 """
 
 from __future__ import annotations
@@ -20,10 +23,22 @@ from .provenance import canonical_json
 GRID_DIMS = ("x", "y", "z")
 
 
-def stride_for(fine: int, coarse: int) -> int:
-    """Stride taking an ``fine``-node grid to ``coarse`` nodes, both boundaries kept."""
+def stride_for(fine: int, coarse: int, periodic: bool = False) -> int:
+    """Stride taking a ``fine``-point grid to ``coarse`` points.
+
+    Node grids keep both boundaries: ``r = (fine - 1) / (coarse - 1)``; periodic grids have no
+    repeated endpoint: ``r = fine / coarse``.
+    """
     if coarse == fine:
         return 1
+    if periodic:
+        if coarse < 1 or coarse > fine or fine % coarse:
+            valid = [fine // r for r in range(1, fine + 1) if fine % r == 0]
+            raise DatasetError(
+                f"resolution {coarse} is not a strided subsample of the {fine}-point periodic grid; "
+                f"choose one of {valid} or generate at a multiple of {coarse}"
+            )
+        return fine // coarse
     if coarse < 2 or coarse > fine or (fine - 1) % (coarse - 1):
         valid = [(fine - 1) // r + 1 for r in range(1, fine) if (fine - 1) % r == 0 and (fine - 1) // r >= 1]
         raise DatasetError(
@@ -31,6 +46,10 @@ def stride_for(fine: int, coarse: int) -> int:
             f"choose one of {sorted(set(valid), reverse=True)} or generate at a resolution r*({coarse}-1)+1"
         )
     return (fine - 1) // (coarse - 1)
+
+
+def is_periodic(coord_attrs: dict) -> bool:
+    return str(coord_attrs.get("grid_type", "nodes")) == "periodic"
 
 
 def split_indices(n_total: int, n_train: int, n_test: int, n_val: int = 0) -> dict[str, np.ndarray]:
@@ -71,7 +90,10 @@ def derive(
             sizes = {dims[d] for d in grid}
             if len(sizes) != 1:
                 raise DatasetError(f"{source}: grid dims {grid} differ in size {sizes}; give a resolution per dimension")
-            stride = stride_for(sizes.pop(), resolution)
+            periodic = {is_periodic({k: nc.variables[d].getncattr(k) for k in nc.variables[d].ncattrs()}) for d in grid if d in nc.variables}
+            if len(periodic) > 1:
+                raise DatasetError(f"{source}: grid dims {grid} mix periodic and node grids")
+            stride = stride_for(sizes.pop(), resolution, periodic=periodic.pop() if periodic else False)
         sel = split_indices(dims["sample"], n_train, n_test, n_val)
         order = np.concatenate([sel["train"], sel["val"], sel["test"]])
         codes = np.concatenate([np.full(len(sel[k]), SPLITS[k], np.int8) for k in ("train", "val", "test")])
@@ -79,7 +101,7 @@ def derive(
         new_dims = dict(dims)
         new_dims["sample"] = order.size
         for d in grid:
-            new_dims[d] = (dims[d] - 1) // stride + 1
+            new_dims[d] = len(range(0, dims[d], stride))
         spec = {n: (v.dimensions, v.dtype, {k: v.getncattr(k) for k in v.ncattrs()}) for n, v in nc.variables.items()}
         sv = split_variable(codes)
         spec["split"] = (sv.dims, sv.data.dtype, sv.attrs)

@@ -77,3 +77,21 @@ def test_merge_refuses_gaps_and_mixed_parameters(tmp_path: Path) -> None:
     with pytest.raises(DatasetError, match="different parameters"):
         merge_shards([s1, s3], tmp_path / "m.nc")
     assert not (tmp_path / "m.nc").exists()
+
+
+def test_periodic_grids_use_point_count_strides(tmp_path: Path) -> None:
+    assert stride_for(256, 64, periodic=True) == 4
+    with pytest.raises(DatasetError, match="periodic grid; choose one of"):
+        stride_for(256, 60, periodic=True)
+    x = np.arange(16) / 16
+    f = np.arange(3 * 16 * 16, dtype=float).reshape(3, 16, 16)
+    v = {
+        "x": Variable(("x",), x, {"role": "coordinate", "grid_type": "periodic"}),
+        "y": Variable(("y",), x, {"role": "coordinate", "grid_type": "periodic"}),
+        "sample_index": Variable(("sample",), np.arange(3)),
+        "w": Variable(("sample", "x", "y"), f, {"role": "output", "units": "1", "long_name": "w"}),
+    }
+    src = write_dataset(tmp_path / "p.nc", v, provenance_attrs("t", {}, 0))
+    ds = read_dataset(derive(src, tmp_path / "q.nc", resolution=4, n_train=2, n_test=1))
+    np.testing.assert_array_equal(ds["x"], [0, 0.25, 0.5, 0.75])
+    np.testing.assert_array_equal(ds["w"], f[:, ::4, ::4])
