@@ -25,8 +25,9 @@ def check_generation_config(config: dict[str, Any]) -> None:
         dims = gen.dims()
         sizes = {dims[d] for d in GRID_DIMS if d in dims}
         grids[name] = sizes.pop() if len(sizes) == 1 else None
-        coords = gen.coords()
-        periodic[name] = any(is_periodic(coords[d].attrs) for d in GRID_DIMS if d in coords)
+        if grids[name] is not None:  # coords() of a grid generator is cheap
+            coords = gen.coords()
+            periodic[name] = any(is_periodic(coords[d].attrs) for d in GRID_DIMS if d in coords)
     for name, ds in (config.get("datasets") or {}).items():
         where = f"datasets.{name}"
         src = ds["source"]
