@@ -1,0 +1,335 @@
+"""Gaussian random field samplers N(0, sigma^2 (-Laplacian + tau^2 I)^(-alpha)), batched and seeded.
+
+Two domains, each with the convention of the published generators and a Karhunen-Loeve (KL)
+convention whose amplitude is the true one:
+
+* :func:`neumann_grf`: the unit square with zero-Neumann boundary, mean-zero functions (the
+  constant mode is zeroed). Eigenpairs of -Laplacian: pi^2 |k|^2 with the L2-normalised cosines
+  phi_k(x, y) = c_k1 c_k2 cos(pi k1 x) cos(pi k2 y), c_0 = 1, c_k = sqrt(2) (k >= 1). Used by Darcy
+  flow (PROTOCOLS.md: FNO protocol and continuum-attention protocol).
+* :func:`periodic_grf`: the torus [0, L)^d (d = 1, 2, 3), eigenpairs (2 pi / L)^2 |k|^2 with
+  e_k(x) = exp(2 pi i k.x / L) / L^(d/2). Used by Navier-Stokes (d = 2) and Burgers (d = 1).
+
+Every sampler takes one :class:`numpy.random.Generator` per sample (from
+:func:`opflow.data.provenance.sample_rng` ``(seed, i)``), draws that sample's white noise from its
+own generator only, then transforms the whole batch in one vectorised FFT/DCT call. Sample ``i`` is
+therefore the same whatever batch or shard it is computed in.
+
+Array layout: ``field[b, i1, i2]`` is the value at grid point (x[i1], y[i2]) of sample ``b``; mode
+arrays are indexed ``[k1, k2]`` the same way. White noise is drawn as ``rng.standard_normal(shape)``
+with the shapes stated in each function (this fixes the stream for a given seed).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Literal
+
+import numpy as np
+
+from opflow.data.errors import ConfigError
+
+NeumannConvention = Literal["fno", "kl"]
+PeriodicConvention = Literal["fno2020", "kl"]
+
+__all__ = [
+    "neumann_cosines",
+    "neumann_grf",
+    "neumann_mode_std",
+    "neumann_pointwise_variance",
+    "periodic_grf",
+    "periodic_mode_variance",
+    "periodic_pointwise_variance",
+]
+
+
+# --------------------------------------------------------------------------------------------
+# argument checks (raised before any work)
+
+
+def _check_common(n: int, alpha: float, tau: float, sigma: float, what: str) -> None:
+    if isinstance(n, bool) or not isinstance(n, int | np.integer):
+        raise ConfigError(f"{what}: grid size must be an integer, got {n!r}")
+    if n < 2:
+        raise ConfigError(f"{what}: grid size {n} is too small; use at least 2 points per direction")
+    for name, value in (("alpha", alpha), ("tau", tau), ("sigma", sigma)):
+        if not np.isfinite(value) or value <= 0:
+            raise ConfigError(f"{what}: {name} = {value!r} must be a finite number > 0")
+
+
+def _check_rngs(rngs: Sequence[np.random.Generator], what: str) -> list[np.random.Generator]:
+    if isinstance(rngs, np.random.Generator):
+        raise ConfigError(
+            f"{what}: give a sequence of per-sample generators, e.g. [sample_rng(seed, i) for i in indices], "
+            "not a single Generator"
+        )
+    rngs = list(rngs)
+    bad = [i for i, r in enumerate(rngs) if not isinstance(r, np.random.Generator)]
+    if bad:
+        raise ConfigError(
+            f"{what}: entries {bad[:5]} are not numpy.random.Generator objects; "
+            "use opflow.data.provenance.sample_rng(seed, i)"
+        )
+    return rngs
+
+
+# --------------------------------------------------------------------------------------------
+# zero-Neumann unit square
+
+
+def neumann_mode_std(
+    s: int,
+    *,
+    alpha: float,
+    tau: float,
+    sigma: float = 1.0,
+    convention: NeumannConvention = "kl",
+) -> np.ndarray:
+    """Per-mode standard deviations ``m[k1, k2]`` of the ``(s, s)`` coefficient array of :func:`neumann_grf`.
+
+    ``"kl"``: ``sqrt(lambda_k) = sigma (pi^2 |k|^2 + tau^2)^(-alpha/2)`` (KL coefficient of the
+    L2-normalised cosine phi_k). ``"fno"``: ``sigma s tau^(alpha-1) (pi^2 |k|^2 + tau^2)^(-alpha/2)``
+    (the FNO generator's coefficients of the orthonormal DCT-II basis; ``sigma = 1`` reproduces
+    them). The constant mode is zero in both.
+    """
+    _check_common(s, alpha, tau, sigma, "neumann_grf")
+    if convention not in ("fno", "kl"):
+        raise ConfigError(f"neumann_grf: convention {convention!r} is not one of ['fno', 'kl']")
+    k2 = np.arange(s, dtype=np.float64) ** 2
+    m = sigma * (np.pi**2 * (k2[:, None] + k2[None, :]) + tau**2) ** (-alpha / 2)
+    if convention == "fno":
+        m *= s * tau ** (alpha - 1)
+    m[0, 0] = 0.0
+    return m
+
+
+def _dct1_weights(s: int) -> np.ndarray:
+    """Weights w_k such that ``scipy.fft.dct(w * c, type=1)[n] = sum_k c_k phi_k(x_n)`` in 1D.
+
+    Unnormalised DCT-I: y_n = x_0 + (-1)^n x_{s-1} + 2 sum_{k=1}^{s-2} x_k cos(pi k n / (s-1)); the
+    L2-normalised cosines are 1 (k = 0) and sqrt(2) cos(pi k x) (k >= 1), at nodes x_n = n / (s-1).
+    """
+    w = np.full(s, np.sqrt(2.0) / 2.0)
+    w[0] = 1.0
+    w[-1] = np.sqrt(2.0)
+    return w
+
+
+def neumann_grf(
+    rngs: Sequence[np.random.Generator],
+    s: int,
+    *,
+    alpha: float,
+    tau: float,
+    sigma: float = 1.0,
+    convention: NeumannConvention = "kl",
+) -> np.ndarray:
+    """Samples of g ~ N(0, sigma^2 (-Laplacian + tau^2 I)^(-alpha)) on (0,1)^2, zero Neumann, mean zero.
+
+    Returns an array ``(len(rngs), s, s)``, float64. Each sample draws ``xi = rng.standard_normal((s, s))``
+    (modes ``[k1, k2]``, k = 0 .. s-1 per direction; ``xi[0, 0]`` is drawn and discarded), then the
+    batch is transformed at once, O(s^2 log s) per sample.
+
+    ``convention="fno"`` (FNO Darcy protocol, PROTOCOLS.md): coefficients
+    ``s tau^(alpha-1) (pi^2 |k|^2 + tau^2)^(-alpha/2) xi_k``, constant mode zeroed, then the
+    orthonormal inverse 2D DCT-II (``scipy.fft.idctn(type=2, norm="ortho")``, i.e. an orthonormal
+    DCT-III), which is what MATLAB's ``idct2`` used by the original generator computes. The DCT-II
+    basis vectors are cos(pi k (n + 1/2) / s): the cosines of the unit square sampled at the CELL
+    CENTRES (n + 1/2) / s, which is why the original solver interpolated this field from cell
+    centres to the nodes. Written out, the result is exactly the KL sum below with
+    ``sigma = tau^(alpha-1)`` evaluated at the cell centres; the array is used here as node values
+    (as the published data does after thresholding), so only its sign pattern matters for piecewise
+    constant coefficients. ``sigma`` multiplies the coefficients (1 = the original).
+
+    ``convention="kl"`` (true amplitude; continuum-attention protocol, e.g. sigma = 12, tau = 6,
+    alpha = 2 for lognormal Darcy a = exp(g)): the Karhunen-Loeve expansion
+    ``g(x) = sum_{k != 0} sqrt(lambda_k) xi_k phi_k(x)``, ``lambda_k = sigma^2 (pi^2 |k|^2 + tau^2)^(-alpha)``,
+    truncated at the grid's modes k1, k2 <= s - 1 and evaluated at the NODES x_n = n / (s - 1),
+    both boundaries included. On that node set the cosines cos(pi k n / (s - 1)) are the DCT-I
+    basis, so the sum is one unnormalised ``scipy.fft.dctn(type=1)`` with per-mode weights
+    (see :func:`_dct1_weights`). Pointwise variance: :func:`neumann_pointwise_variance`.
+    """
+    import scipy.fft as sfft  # here, so that importing solvers.* stays cheap
+
+    rngs = _check_rngs(rngs, "neumann_grf")
+    m = neumann_mode_std(s, alpha=alpha, tau=tau, sigma=sigma, convention=convention)
+    xi = np.empty((len(rngs), s, s))
+    for b, rng in enumerate(rngs):
+        xi[b] = rng.standard_normal((s, s))
+    if not rngs:
+        return xi
+    if convention == "fno":
+        return sfft.idctn(m * xi, type=2, norm="ortho", axes=(1, 2))
+    w = _dct1_weights(s)
+    return sfft.dctn((m * np.outer(w, w)) * xi, type=1, axes=(1, 2))
+
+
+def neumann_cosines(s: int, convention: NeumannConvention = "kl") -> np.ndarray:
+    """The 1D L2-normalised cosines ``C[n, k] = phi_k(x_n)`` at the points the sampler uses.
+
+    ``"kl"``: nodes x_n = n / (s-1); ``"fno"``: cell centres x_n = (n + 1/2) / s with the
+    orthonormal DCT-II scaling 1/sqrt(s) folded in, so that ``field = C (m * xi) C^T`` for both
+    conventions (``m`` from :func:`neumann_mode_std`).
+    """
+    k = np.arange(s)
+    c = np.where(k == 0, 1.0, np.sqrt(2.0))
+    if convention == "kl":
+        x = np.arange(s) / (s - 1)
+        return c[None, :] * np.cos(np.pi * np.outer(x, k))
+    x = (np.arange(s) + 0.5) / s
+    return c[None, :] * np.cos(np.pi * np.outer(x, k)) / np.sqrt(s)
+
+
+def neumann_pointwise_variance(
+    s: int,
+    *,
+    alpha: float,
+    tau: float,
+    sigma: float = 1.0,
+    convention: NeumannConvention = "kl",
+) -> np.ndarray:
+    """Exact variance ``sum_k m_k^2 phi_k(x)^2`` of :func:`neumann_grf` at each grid point, ``(s, s)``."""
+    m2 = neumann_mode_std(s, alpha=alpha, tau=tau, sigma=sigma, convention=convention) ** 2
+    c2 = neumann_cosines(s, convention) ** 2
+    return c2 @ m2 @ c2.T
+
+
+# --------------------------------------------------------------------------------------------
+# periodic torus [0, L)^d
+
+
+def _wavenumbers(n: int, dim: int) -> np.ndarray:
+    """|k|^2 on the full FFT grid of ``n^dim`` modes (integer wavenumbers, numpy.fft order)."""
+    k = np.fft.fftfreq(n, d=1.0 / n)
+    k2 = k**2
+    out = np.zeros((n,) * dim)
+    for ax in range(dim):
+        shape = [1] * dim
+        shape[ax] = n
+        out = out + k2.reshape(shape)
+    return out
+
+
+def _periodic_lambda(n: int, dim: int, alpha: float, tau: float, sigma: float, length: float) -> np.ndarray:
+    lam = sigma**2 * ((2 * np.pi / length) ** 2 * _wavenumbers(n, dim) + tau**2) ** (-alpha)
+    return lam
+
+
+def _check_periodic(n: int, dim: int, alpha: float, tau: float, sigma: float, length: float, convention: str) -> None:
+    _check_common(n, alpha, tau, sigma, "periodic_grf")
+    if dim not in (1, 2, 3):
+        raise ConfigError(f"periodic_grf: dim = {dim!r} must be 1, 2 or 3")
+    if not np.isfinite(length) or length <= 0:
+        raise ConfigError(f"periodic_grf: length = {length!r} must be a finite number > 0 (the period L)")
+    if convention not in ("fno2020", "kl"):
+        raise ConfigError(f"periodic_grf: convention {convention!r} is not one of ['fno2020', 'kl']")
+
+
+def periodic_mode_variance(
+    n: int,
+    *,
+    dim: int = 2,
+    alpha: float,
+    tau: float,
+    sigma: float = 1.0,
+    length: float = 1.0,
+    convention: PeriodicConvention = "kl",
+    zero_mean: bool = True,
+) -> np.ndarray:
+    """``E |G_k|^2`` of the unnormalised DFT ``G = numpy.fft.fftn(g)`` of :func:`periodic_grf` samples.
+
+    ``"kl"``: ``n^(2d) lambda_k / L^d``; ``"fno2020"``: ``sqrt_eig_k^2`` (see :func:`periodic_grf`).
+    The mean mode is 0 when ``zero_mean`` (always for ``fno2020``).
+    """
+    _check_periodic(n, dim, alpha, tau, sigma, length, convention)
+    lam = _periodic_lambda(n, dim, alpha, tau, sigma, length)
+    if convention == "fno2020":
+        v = 2.0 * n ** (2 * dim) * lam
+    else:
+        v = n ** (2 * dim) * lam / length**dim
+    if zero_mean or convention == "fno2020":
+        v[(0,) * dim] = 0.0
+    return v
+
+
+def periodic_pointwise_variance(
+    n: int,
+    *,
+    dim: int = 2,
+    alpha: float,
+    tau: float,
+    sigma: float = 1.0,
+    length: float = 1.0,
+    convention: PeriodicConvention = "kl",
+    zero_mean: bool = True,
+) -> float:
+    """Exact pixel variance of :func:`periodic_grf` (the same at every point): ``sum_k E|G_k|^2 / n^(2d)``."""
+    v = periodic_mode_variance(
+        n, dim=dim, alpha=alpha, tau=tau, sigma=sigma, length=length, convention=convention, zero_mean=zero_mean
+    )
+    return float(v.sum() / n ** (2 * dim))
+
+
+def periodic_grf(
+    rngs: Sequence[np.random.Generator],
+    n: int,
+    *,
+    dim: int = 2,
+    alpha: float,
+    tau: float,
+    sigma: float = 1.0,
+    length: float = 1.0,
+    convention: PeriodicConvention = "kl",
+    zero_mean: bool = True,
+) -> np.ndarray:
+    """Samples of g ~ N(0, sigma^2 (-Laplacian + tau^2 I)^(-alpha)) on the torus [0, L)^dim, ``n`` points a side.
+
+    Returns ``(len(rngs), n, ..., n)`` float64 at the points x_j = j L / n, j = 0 .. n-1.
+    Eigenvalues ``lambda_k = sigma^2 ((2 pi / L)^2 |k|^2 + tau^2)^(-alpha)`` on the integer
+    wavenumbers of the FFT grid (numpy.fft order, so the Nyquist mode is -n/2 for even n).
+
+    ``convention="kl"`` (true amplitude): the field has covariance
+    ``sum_k lambda_k e_k(x) conj(e_k(x'))`` with e_k = exp(2 pi i k.x / L) / L^(dim/2) (the truncated
+    KL expansion). Each sample draws real white noise ``w = rng.standard_normal((n,)*dim)``; then
+    ``g = irfftn(rfftn(w) * n^(dim/2) sqrt(lambda_k / L^dim))``, which is real with exactly that
+    covariance. ``zero_mean=True`` (default) zeroes the mean mode, as vorticity on the torus and
+    the published Burgers initial data require; ``False`` keeps it (variance sigma^2 tau^(-2 alpha)).
+    For dim = 1, L = 1 this is the distribution of the FNO/Galerkin Burgers generator (its
+    coefficients sqrt(2) sigma (4 pi^2 k^2 + tau^2)^(-alpha/2) on cos and sin, mean zero), whose
+    ``sigma`` is this ``sigma`` (covariance sigma^2 (...)^(-alpha)).
+
+    ``convention="fno2020"`` (the 2020 FNO Navier-Stokes generator, PROTOCOLS.md): Fourier
+    coefficients ``sqrt_eig_k (xi_re + i xi_im)`` with xi_re, xi_im each N(0, 1) (drawn as
+    ``rng.standard_normal((2,) + (n,)*dim)``), ``sqrt_eig = n^dim sqrt(2) sigma ((2 pi / L)^2 |k|^2
+    + tau^2)^(-alpha/2)``, mean mode zero, and ``g = Re(ifftn(coefficients))``. Its covariance is
+    exactly 2 x the KL one (L = 1): the fields are sqrt(2) times larger than the true-amplitude
+    field. With sigma = 7^(3/2), tau = 7, alpha = 2.5 the exact pixel standard deviation is 0.2620 at
+    n = 256 (and at n = 64; :func:`periodic_pointwise_variance`), the ~0.26 of the published NS data.
+    """
+    import scipy.fft as sfft
+
+    rngs = _check_rngs(rngs, "periodic_grf")
+    _check_periodic(n, dim, alpha, tau, sigma, length, convention)
+    shape = (n,) * dim
+    axes = tuple(range(1, dim + 1))
+    lam = _periodic_lambda(n, dim, alpha, tau, sigma, length)
+    if convention == "fno2020":
+        noise = np.empty((len(rngs), 2) + shape)
+        for b, rng in enumerate(rngs):
+            noise[b] = rng.standard_normal((2,) + shape)
+        if not rngs:
+            return noise[:, 0]
+        sqrt_eig = n**dim * np.sqrt(2.0) * np.sqrt(lam)
+        sqrt_eig[(0,) * dim] = 0.0
+        coeff = sqrt_eig * (noise[:, 0] + 1j * noise[:, 1])
+        return np.real(sfft.ifftn(coeff, axes=axes))
+    w = np.empty((len(rngs),) + shape)
+    for b, rng in enumerate(rngs):
+        w[b] = rng.standard_normal(shape)
+    if not rngs:
+        return w
+    mult = n ** (dim / 2) * np.sqrt(lam / length**dim)
+    if zero_mean:
+        mult[(0,) * dim] = 0.0
+    half = mult[..., : n // 2 + 1]  # rfftn keeps the non-negative half of the last axis
+    return sfft.irfftn(sfft.rfftn(w, axes=axes) * half, s=shape, axes=axes)
