@@ -22,6 +22,10 @@ def main(argv: list[str] | None = None) -> int:
     sub.add_parser("list", help="list registered solvers")
     a = ap.parse_args(argv)
 
+    # Thread limits must be in the environment before numpy/OpenBLAS load, so set them first.
+    from solvers.threads import limit_threads
+
+    limit_threads(getattr(a, "threads", 1))
     from solvers.base import ConfigError, SolverError, available_generators
 
     if a.cmd == "list":
@@ -29,9 +33,6 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     from opflow.data.format import DatasetError
     from solvers.generate import shard_from_config
-    from solvers.threads import limit_threads
-
-    limit_threads(a.threads)
     try:
         shard_from_config(a.solver, json.loads(a.params), a.seed, a.start, a.stop, a.out, progress=not a.no_progress)
     except (ConfigError, SolverError, DatasetError) as e:

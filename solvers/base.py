@@ -17,7 +17,7 @@ import types
 import typing
 from abc import ABC, abstractmethod
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 import numpy as np
@@ -48,6 +48,8 @@ class FieldSpec:
     long_name: str
     role: str  # "input" | "output" | "auxiliary"
     dtype: str = "float32"
+    #: further variable attributes, e.g. UGRID ``mesh``/``location`` on mesh fields
+    attrs: dict[str, Any] = field(default_factory=dict, hash=False, compare=False)
 
 
 _REGISTRY: dict[str, type[Generator]] = {}
@@ -60,7 +62,7 @@ def register(cls: type[Generator]) -> type[Generator]:
     return cls
 
 
-_INFRASTRUCTURE = {"base", "config", "generate", "threads", "__main__"}
+_INFRASTRUCTURE = {"base", "config", "generate", "mpi", "threads", "__main__"}
 
 
 def _load_builtin() -> None:
@@ -173,6 +175,10 @@ class Generator(ABC):
     @abstractmethod
     def fields(self) -> dict[str, FieldSpec]:
         """The per-sample fields this generator writes."""
+
+    def extra_attrs(self) -> dict[str, Any]:
+        """Further provenance written as ``opflow_<key>`` global attributes (e.g. a mesh file hash)."""
+        return {}
 
     @abstractmethod
     def generate(self, seed: int, indices: np.ndarray) -> dict[str, np.ndarray]:

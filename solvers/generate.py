@@ -9,6 +9,7 @@ seeded from ``(seed, i)`` alone, any shard size gives the same data.
 
 from __future__ import annotations
 
+import contextlib
 import os
 from pathlib import Path
 from typing import Any
@@ -41,25 +42,32 @@ def write_shard(
     for name, v in coords.items():
         spec[name] = (v.dims, v.data.dtype, {"role": "coordinate", **v.attrs})
     for name, f in fields.items():
-        spec[name] = (("sample", *f.dims), f.dtype, {"units": f.units, "long_name": f.long_name, "role": f.role})
-    attrs = provenance_attrs(gen.name, gen.params_dict(), seed, **(extra_attrs or {}))
+        spec[name] = (("sample", *f.dims), f.dtype, {**f.attrs, "units": f.units, "long_name": f.long_name, "role": f.role})
+    attrs = provenance_attrs(gen.name, gen.params_dict(), seed, **{**gen.extra_attrs(), **(extra_attrs or {})})
     attrs["opflow_shard"] = f"{start}:{stop}"
 
     from tqdm.auto import tqdm
 
+    # Under MPI (a generator with a ``comm``), every rank computes each block (the solve is
+    # collective) and rank 0 alone writes.
+    comm = getattr(gen, "comm", None)
+    root = comm is None or comm.rank == 0
     block = max(1, int(gen.block_size))
-    with DatasetWriter(out, dims, spec, attrs) as w:
-        for name, v in coords.items():
-            w.write(name, v.data)
-        w.write("sample_index", np.arange(start, stop, dtype=np.int64), 0)
-        with tqdm(total=n, desc=f"{gen.name} {start}:{stop}", unit="sample", disable=not progress, mininterval=2.0) as bar:
+    writer = DatasetWriter(out, dims, spec, attrs) if root else contextlib.nullcontext()
+    with writer as w:
+        if root:
+            for name, v in coords.items():
+                w.write(name, v.data)
+            w.write("sample_index", np.arange(start, stop, dtype=np.int64), 0)
+        with tqdm(total=n, desc=f"{gen.name} {start}:{stop}", unit="sample", disable=not (progress and root), mininterval=2.0) as bar:
             for b0 in range(start, stop, block):
                 idx = np.arange(b0, min(b0 + block, stop))
                 arrays = gen.generate(seed, idx)
-                for name in fields:
-                    if name not in arrays:
-                        raise RuntimeError(f"generator {gen.name!r} returned no field {name!r}")
-                    w.write(name, arrays[name].astype(fields[name].dtype, copy=False), int(idx[0] - start))
+                if root:
+                    for name in fields:
+                        if name not in arrays:
+                            raise RuntimeError(f"generator {gen.name!r} returned no field {name!r}")
+                        w.write(name, arrays[name].astype(fields[name].dtype, copy=False), int(idx[0] - start))
                 bar.update(len(idx))
     return Path(out)
 
