@@ -17,10 +17,12 @@ sys.path.insert(0, workflow.basedir)
 from opflow.data.errors import ConfigError  # noqa: E402
 from opflow.schema import validate_config  # noqa: E402
 from solvers.config import check_generation_config, dataset_resolution  # noqa: E402
+from opflow.config import check_learning_config  # noqa: E402
 
 try:
     validate_config(config, f"{workflow.basedir}/config/schema.yaml")
     check_generation_config(config)
+    check_learning_config(config)
 except ConfigError as e:  # one clear line instead of a traceback, before any job runs
     sys.exit(f"opflow: {e}")
 
@@ -42,9 +44,12 @@ def alternatives(names):
 wildcard_constraints:
     source=alternatives(config.get("sources", {})),
     dataset=alternatives(config.get("datasets", {})),
+    model=alternatives(config.get("models", {})),
     res=r"\d+",
     start=r"\d+",
     stop=r"\d+",
 
 
 include: "rules/data.smk"
+include: "rules/train.smk"
+include: "rules/evaluate.smk"

@@ -1,0 +1,221 @@
+"""Where and how training and evaluation run: device choice, seeds, RNG state, DDP, peak memory.
+
+* Device ``auto`` picks CUDA, then Apple MPS, then the CPU; an explicit device that is not there
+  is a :class:`~opflow.data.errors.ConfigError` (not a silent fallback).
+* Seeding covers python's ``random``, numpy's global generator and torch (CPU and CUDA); the RNG
+  states are saved in checkpoints so that a resumed run continues the same random stream.
+* Distributed data parallel runs under ``torchrun``: ``WORLD_SIZE``/``RANK``/``LOCAL_RANK`` in the
+  environment select it; the backend is NCCL on CUDA and gloo on the CPU.
+* Peak memory: on CUDA the allocator's ``max_memory_allocated``; on the CPU the peak of the
+  resident set size above its value at the start, sampled by a thread every millisecond (plus the
+  kernel's high-water mark when the process reaches a new peak).
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import resource
+import sys
+import threading
+import warnings
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import torch
+
+from opflow.data.errors import ConfigError
+
+
+def choose_device(spec: str = "auto") -> torch.device:
+    """``auto`` = cuda > mps > cpu; ``cpu``, ``mps``, ``cuda``, ``cuda:N`` must exist."""
+    if spec == "auto":
+        if torch.cuda.is_available():
+            return torch.device("cuda")
+        if getattr(torch.backends, "mps", None) is not None and torch.backends.mps.is_available():
+            return torch.device("mps")
+        return torch.device("cpu")
+    if spec == "cpu":
+        return torch.device("cpu")
+    if spec == "mps":
+        if not (getattr(torch.backends, "mps", None) is not None and torch.backends.mps.is_available()):
+            raise ConfigError("device: 'mps' asked for but this machine has no Apple MPS device; use 'auto' or 'cpu'")
+        return torch.device("mps")
+    if spec.startswith("cuda"):
+        if not torch.cuda.is_available():
+            raise ConfigError(f"device: {spec!r} asked for but torch sees no CUDA device here; use 'auto' or 'cpu'")
+        dev = torch.device(spec)
+        if dev.index is not None and dev.index >= torch.cuda.device_count():
+            raise ConfigError(f"device: {spec!r} but only {torch.cuda.device_count()} CUDA device(s) exist")
+        return dev
+    raise ConfigError(f"device: {spec!r} must be auto, cpu, mps, cuda or cuda:N")
+
+
+def seed_everything(seed: int) -> None:
+    """Seed python ``random``, numpy's global generator and torch (all devices)."""
+    random.seed(seed)
+    np.random.seed(seed % 2**32)
+    torch.manual_seed(seed)
+
+
+def rng_state() -> dict[str, Any]:
+    """The global RNG states (python, numpy, torch CPU and CUDA), for checkpoints."""
+    state: dict[str, Any] = {"python": random.getstate(), "numpy": np.random.get_state(), "torch": torch.get_rng_state()}
+    if torch.cuda.is_available() and torch.cuda.is_initialized():
+        state["cuda"] = torch.cuda.get_rng_state_all()
+    return state
+
+
+def set_rng_state(state: dict[str, Any]) -> None:
+    random.setstate(state["python"])
+    np.random.set_state(state["numpy"])
+    torch.set_rng_state(state["torch"])
+    if "cuda" in state and torch.cuda.is_available():
+        torch.cuda.set_rng_state_all(state["cuda"])
+
+
+def set_threads(n: int | None) -> None:
+    """Respect the scheduler's thread budget (Snakemake ``threads``)."""
+    if n is not None and n >= 1:
+        torch.set_num_threads(int(n))
+
+
+def warn_ignored(what: str, device: torch.device) -> None:
+    warnings.warn(f"{what} needs a CUDA device; ignored on {device.type}", RuntimeWarning, stacklevel=2)
+
+
+# --------------------------------------------------------------------------- distributed
+
+
+@dataclass(frozen=True)
+class DistInfo:
+    """This process's place in a torchrun job (world size 1 when not distributed)."""
+
+    world_size: int = 1
+    rank: int = 0
+    local_rank: int = 0
+
+    @property
+    def distributed(self) -> bool:
+        return self.world_size > 1
+
+    @property
+    def is_main(self) -> bool:
+        return self.rank == 0
+
+
+def dist_from_env() -> DistInfo:
+    """Read ``WORLD_SIZE``/``RANK``/``LOCAL_RANK`` set by torchrun (defaults: one process)."""
+    ws = int(os.environ.get("WORLD_SIZE", "1"))
+    rank = int(os.environ.get("RANK", "0"))
+    local = int(os.environ.get("LOCAL_RANK", str(rank)))
+    return DistInfo(ws, rank, local)
+
+
+def init_distributed(device_spec: str) -> tuple[DistInfo, torch.device]:
+    """Pick the device and, under torchrun, join the process group (NCCL on CUDA, gloo on CPU).
+
+    With ``device: auto`` or ``cuda`` under torchrun, process ``LOCAL_RANK`` takes ``cuda:LOCAL_RANK``.
+    """
+    info = dist_from_env()
+    device = choose_device(device_spec)
+    if not info.distributed:
+        return info, device
+    import torch.distributed as dist
+
+    if device.type == "cuda":
+        if device_spec in ("auto", "cuda"):
+            device = torch.device("cuda", info.local_rank)
+        torch.cuda.set_device(device)
+        backend = "nccl"
+    elif device.type == "cpu":
+        backend = "gloo"
+    else:
+        raise ConfigError(f"distributed training on {device.type} is not supported; use cuda (nccl) or cpu (gloo)")
+    if not dist.is_initialized():
+        kwargs: dict[str, Any] = {"backend": backend}
+        if backend == "nccl":
+            kwargs["device_id"] = device
+        dist.init_process_group(**kwargs)
+    return info, device
+
+
+def barrier(info: DistInfo) -> None:
+    if info.distributed:
+        import torch.distributed as dist
+
+        dist.barrier()
+
+
+def shutdown_distributed(info: DistInfo) -> None:
+    if info.distributed:
+        import torch.distributed as dist
+
+        if dist.is_initialized():
+            dist.destroy_process_group()
+
+
+# --------------------------------------------------------------------------- memory
+
+
+def _rss_bytes() -> int:
+    try:
+        with open("/proc/self/statm") as fh:
+            return int(fh.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+    except (OSError, ValueError, IndexError):
+        return _maxrss_bytes()
+
+
+def _maxrss_bytes() -> int:
+    r = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    return int(r) if sys.platform == "darwin" else int(r) * 1024
+
+
+class PeakMemory:
+    """Context manager measuring peak memory of the code inside it on ``device``.
+
+    After the block, :attr:`bytes` holds the peak and :attr:`kind` says what was measured:
+    ``cuda_max_allocated`` (torch allocator peak on that device, reset at entry) or
+    ``cpu_peak_rss_delta`` (peak resident set size minus the size at entry).
+    """
+
+    def __init__(self, device: torch.device, interval_s: float = 1e-3) -> None:
+        self.device = device
+        self.interval_s = interval_s
+        self.bytes = 0
+        self.kind = "cuda_max_allocated" if device.type == "cuda" else "cpu_peak_rss_delta"
+        self._stop = threading.Event()
+        self._peak = 0
+
+    def _poll(self) -> None:
+        while not self._stop.wait(self.interval_s):
+            self._peak = max(self._peak, _rss_bytes())
+
+    def __enter__(self) -> PeakMemory:
+        if self.device.type == "cuda":
+            torch.cuda.synchronize(self.device)
+            torch.cuda.reset_peak_memory_stats(self.device)
+        else:
+            self._base = _rss_bytes()
+            self._base_max = _maxrss_bytes()
+            self._peak = self._base
+            self._thread = threading.Thread(target=self._poll, daemon=True)
+            self._thread.start()
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        if self.device.type == "cuda":
+            torch.cuda.synchronize(self.device)
+            self.bytes = int(torch.cuda.max_memory_allocated(self.device))
+            return
+        self._stop.set()
+        self._thread.join()
+        peak = max(self._peak, _rss_bytes())
+        max_now = _maxrss_bytes()
+        if max_now > self._base_max:  # a new process high-water mark was reached inside the block
+            peak = max(peak, max_now)
+        self.bytes = max(0, int(peak - self._base))
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"bytes": self.bytes, "mib": round(self.bytes / 2**20, 3), "kind": self.kind, "device": str(self.device)}

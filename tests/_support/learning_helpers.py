@@ -1,0 +1,77 @@
+"""Shared pieces of the learning-side tests: a tiny registered model and small synthetic datasets.
+
+The dataset is a linear operator on a periodic grid: ``a`` is a smooth random field (a few
+Fourier modes) and ``u`` its heat-kernel smoothing ``u_hat = exp(-k^2 t) a_hat`` plus ``a`` itself
+(so a pointwise model can learn part of it and a loss curve has somewhere to go).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import torch
+from torch import nn
+
+from opflow.data.format import Variable, split_variable, write_dataset
+from opflow.data.provenance import provenance_attrs, sample_rng
+from opflow.models.base import OperatorModel, register
+
+TEST_ARCH = "_test_point_mlp"
+
+
+@register(TEST_ARCH)
+class PointMLP(OperatorModel):
+    """A pointwise MLP on (coordinates, input features); ignores the other points and the mask."""
+
+    def __init__(self, in_channels: int, out_channels: int, coord_dim: int, width: int = 16, dropout: float = 0.0) -> None:
+        super().__init__(in_channels, out_channels, coord_dim)
+        self.net = nn.Sequential(
+            nn.Linear(in_channels + coord_dim, width), nn.GELU(), nn.Dropout(dropout), nn.Linear(width, width), nn.GELU(), nn.Linear(width, out_channels)
+        )
+
+    def forward(self, coords, inputs, query=None, mask=None, grid_shape=None):  # type: ignore[override]
+        return self.net(torch.cat([coords, inputs], dim=-1))
+
+
+def smooth_fields(n: int, s: int, seed: int = 3) -> tuple[np.ndarray, np.ndarray]:
+    """``(a, u)`` of shape (n, s, s): smooth random ``a`` and ``u = a + heat-smoothed a``."""
+    k = np.fft.fftfreq(s, 1.0 / s)
+    kx, ky = np.meshgrid(k, k, indexing="ij")
+    k2 = kx**2 + ky**2
+    a = np.empty((n, s, s))
+    for i in range(n):
+        rng = sample_rng(seed, i)
+        coef = (rng.standard_normal((s, s)) + 1j * rng.standard_normal((s, s))) * np.exp(-k2 / 8.0)
+        a[i] = np.real(np.fft.ifft2(coef)) * s
+    u = a + np.real(np.fft.ifft2(np.fft.fft2(a) * np.exp(-0.05 * k2)))
+    return a.astype(np.float32), u.astype(np.float32)
+
+
+def grid_dataset(path: Path, n_train: int = 12, n_test: int = 4, s: int = 16, seed: int = 3, n_val: int = 0) -> Path:
+    """A derived-looking grid dataset file with train / val / test splits."""
+    n = n_train + n_val + n_test
+    a, u = smooth_fields(n, s, seed)
+    x = np.linspace(0.0, 1.0, s)
+    y = np.linspace(0.0, 2.0, s)  # a different y range: catches axis mix-ups
+    codes = np.array([0] * n_train + [2] * n_val + [1] * n_test, dtype=np.int8)
+    v = {
+        "x": Variable(("x",), x, {"role": "coordinate", "units": "1", "long_name": "x"}),
+        "y": Variable(("y",), y, {"role": "coordinate", "units": "1", "long_name": "y"}),
+        "sample_index": Variable(("sample",), np.arange(n, dtype=np.int64)),
+        "split": split_variable(codes),
+        "coeff": Variable(("sample", "x", "y"), a, {"role": "input", "units": "1", "long_name": "input field"}),
+        "sol": Variable(("sample", "x", "y"), u, {"role": "output", "units": "1", "long_name": "output field"}),
+    }
+    attrs = provenance_attrs("test-smooth", {"s": s, "seed": seed}, seed)
+    attrs["opflow_resolution"] = s
+    return write_dataset(path, v, attrs)
+
+
+def tiny_config(epochs: int = 3, **training) -> dict:
+    """A workflow config with one dataset and the tiny model (paths filled in by the tests)."""
+    return {
+        "datasets": {"toy": {"source": "toy_src", "resolution": 16, "train": 12, "test": 4}},
+        "models": {"mlp": {"arch": TEST_ARCH, "width": 16}},
+        "training": {"epochs": epochs, "batch_size": 4, "seed": 0, "device": "cpu", "threads": 1, **training},
+    }

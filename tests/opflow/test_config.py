@@ -1,0 +1,200 @@
+"""The learning config: ONO-protocol defaults, merge order, early errors naming the key, run hashes."""
+
+from __future__ import annotations
+
+import inspect
+import json
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+from opflow.config import (
+    EvalConfig,
+    TrainConfig,
+    check_learning_config,
+    deep_merge,
+    diff_keys,
+    eval_config,
+    load_config_files,
+    resolve_run,
+    task_of,
+    train_config,
+)
+from opflow.data.errors import ConfigError
+
+from learning_helpers import TEST_ARCH, tiny_config
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_defaults_are_the_ono_protocol_with_torch_onecycle_defaults() -> None:
+    c = TrainConfig()
+    assert (c.epochs, c.batch_size, c.lr, c.weight_decay, c.grad_clip) == (500, 8, 1e-3, 1e-5, 0.1)
+    assert (c.loss, c.input_normalizer, c.output_normalizer) == ("rel_l2", "unit_gaussian", "unit_gaussian")
+    assert c.loss_reduction == "sum"  # the authors' TestLoss(size_average=False): the clip acts on the summed gradient
+    # the authors call OneCycleLR(optimizer, max_lr, epochs, steps_per_epoch): everything else default
+    sig = inspect.signature(torch.optim.lr_scheduler.OneCycleLR).parameters
+    assert c.pct_start == sig["pct_start"].default
+    assert c.div_factor == sig["div_factor"].default
+    assert c.final_div_factor == sig["final_div_factor"].default
+
+
+def test_merge_order_defaults_then_training_then_model_then_dataset() -> None:
+    cfg = tiny_config(epochs=7)
+    cfg["training"]["lr"] = 0.5
+    cfg["training"]["weight_decay"] = 0.25
+    cfg["models"]["mlp"]["training"] = {"lr": 0.125, "batch_size": 2}
+    cfg["datasets"]["toy"]["training"] = {"batch_size": 3}
+    tc = train_config(cfg, "toy", "mlp")
+    assert tc.epochs == 7  # training:
+    assert tc.weight_decay == 0.25  # training: (not overridden)
+    assert tc.lr == 0.125  # models.mlp.training beats training:
+    assert tc.batch_size == 3  # datasets.toy.training beats models.mlp.training
+    assert tc.grad_clip == 0.1  # default untouched
+
+
+def test_unknown_key_names_it_the_layer_and_the_allowed_keys() -> None:
+    cfg = tiny_config()
+    cfg["models"]["mlp"]["training"] = {"epoch": 3}
+    with pytest.raises(ConfigError, match=r"models\.mlp\.training: unknown key\(s\) \['epoch'\]; allowed: \[.*'epochs'.*\]"):
+        train_config(cfg, "toy", "mlp")
+    with pytest.raises(ConfigError, match=r"evaluate: unknown key\(s\) \['n_plots'\]; allowed: \[.*'n_plot_samples'"):
+        eval_config({"evaluate": {"n_plots": 3}})
+
+
+@pytest.mark.parametrize(
+    ("values", "message"),
+    [
+        ({"epochs": -1}, r"training\.epochs: -1 must be >= 1"),
+        ({"epochs": 2.5}, r"training\.epochs: 2\.5 is not int"),
+        ({"epochs": True}, r"training\.epochs: True is not int"),
+        ({"loss": "l1"}, r"training\.loss: 'l1' is not one of 'rel_l2', 'rel_h1', 'mse'"),
+        ({"input_normalizer": "minmax"}, r"'minmax' is not one of 'unit_gaussian', 'pointwise', 'none'"),
+        ({"lr": 0}, r"training\.lr: 0\.0 must be > 0"),
+        ({"grad_clip": 0}, r"grad_clip: 0\.0 must be > 0 \(null disables clipping\)"),
+        ({"pct_start": 1.5}, r"pct_start: 1\.5 must lie in \(0, 1\)"),
+        ({"device": "gpu"}, r"device: 'gpu' must be auto, cpu, mps, cuda or cuda:N"),
+        ({"precision": "fp16"}, r"'fp16' is not one of 'fp32', 'bf16'"),
+        ({"compile": "yes"}, r"compile: 'yes' is not bool"),
+    ],
+)
+def test_bad_values_are_refused_with_the_key_and_the_fix(values: dict, message: str) -> None:
+    with pytest.raises(ConfigError, match=message):
+        TrainConfig.from_dict(values)
+
+
+def test_yaml_style_exponent_strings_are_floats_and_null_disables_clipping() -> None:
+    # PyYAML reads 1e-3 (no dot) as a string
+    c = TrainConfig.from_dict({"lr": "1e-3", "weight_decay": "0", "grad_clip": None})
+    assert c.lr == 1e-3 and isinstance(c.lr, float) and c.weight_decay == 0.0 and c.grad_clip is None
+    with pytest.raises(ConfigError, match=r"lr: 'fast' is not float"):
+        TrainConfig.from_dict({"lr": "fast"})
+
+
+def test_global_batch_must_split_over_processes() -> None:
+    cfg = tiny_config()
+    cfg["training"].update(batch_size=6, nproc=4)
+    with pytest.raises(ConfigError, match=r"batch_size: 6 is the global batch and must be a multiple of the number of processes \(4\)"):
+        train_config(cfg, "toy", "mlp")
+    cfg["training"]["batch_size"] = 8
+    assert train_config(cfg, "toy", "mlp").nproc == 4
+
+
+def test_resolve_run_is_json_and_hashes_only_what_changes_the_weights() -> None:
+    cfg = tiny_config()
+    run = resolve_run(cfg, "toy", "mlp", "data/toy/r16.nc")
+    assert json.loads(json.dumps(run)) == run
+    assert run["model_config"] == {"arch": TEST_ARCH, "width": 16}
+    assert run["training"]["epochs"] == 3 and run["training"]["grad_clip"] == 0.1
+    assert run["task"] == {"inputs": None, "outputs": None}
+    assert run["data"] == {"source": "toy_src", "resolution": 16, "train": 12, "val": 0, "test": 4}
+    assert run["paths"] == {"train_data": "data/toy/r16.nc"}
+    h = run["hash"]
+    assert len(h) == 16 and resolve_run(cfg, "toy", "mlp")["hash"] == h  # paths are not hashed
+
+    for key, value in [("device", "cuda"), ("num_workers", 4), ("threads", 8), ("eval_every", 5), ("checkpoint_every", 3), ("compile", True)]:
+        assert resolve_run(deep_merge(cfg, {"training": {key: value}}), "toy", "mlp")["hash"] == h, key
+    for change in [{"training": {"lr": 2e-3}}, {"training": {"seed": 1}}, {"models": {"mlp": {"width": 8}}}, {"datasets": {"toy": {"train": 10}}},
+                   {"datasets": {"toy": {"task": {"outputs": ["sol"]}}}}]:
+        assert resolve_run(deep_merge(cfg, change), "toy", "mlp")["hash"] != h, change
+
+
+def test_task_is_checked() -> None:
+    cfg = tiny_config()
+    cfg["datasets"]["toy"]["task"] = {"inputs": "coeff", "outputs": ["sol"]}
+    assert task_of(cfg, "toy") == {"inputs": ["coeff"], "outputs": ["sol"]}
+    for task, msg in [
+        ({"input": ["a"]}, r"unknown key\(s\) \['input'\]; allowed: \['inputs', 'outputs'\]"),
+        ({"inputs": []}, r"task\.inputs: expected a non-empty list"),
+        ({"inputs": ["a", "a"]}, r"names repeat"),
+        ({"inputs": ["a"], "outputs": ["a"]}, r"\['a'\] are both inputs and outputs"),
+    ]:
+        cfg["datasets"]["toy"]["task"] = task
+        with pytest.raises(ConfigError, match=msg):
+            task_of(cfg, "toy")
+
+
+def test_check_learning_config_catches_models_tasks_and_evaluate() -> None:
+    cfg = tiny_config()
+    check_learning_config(cfg)
+    with pytest.raises(ConfigError, match=r"unknown model arch 'onno'; available: \[.*'ono'"):
+        check_learning_config(deep_merge(cfg, {"models": {"bad": {"arch": "onno"}}}))
+    with pytest.raises(ConfigError, match=r"models\.mlp: _test_point_mlp has no hyperparameter\(s\) \['depth'\]; allowed: \['dropout', 'width'\]"):
+        check_learning_config(deep_merge(cfg, {"models": {"mlp": {"depth": 3}}}))
+    with pytest.raises(ConfigError, match=r"datasets\.toy\.training\.epochs: 0 must be >= 1"):
+        check_learning_config(deep_merge(cfg, {"datasets": {"toy": {"training": {"epochs": 0}}}}))
+    with pytest.raises(ConfigError, match=r"evaluate\.batch_size: 0 must be >= 1"):
+        check_learning_config(deep_merge(cfg, {"evaluate": {"batch_size": 0}}))
+    with pytest.raises(ConfigError, match=r"models: no model 'fno'; configured: \['mlp'\]"):
+        resolve_run(cfg, "toy", "fno")
+    assert EvalConfig().n_plot_samples == 2
+
+
+def test_diff_keys_and_config_files(tmp_path: Path) -> None:
+    assert diff_keys({"a": {"b": 1, "c": 2}}, {"a": {"b": 1, "c": 3}, "d": 0}) == ["a.c: 2 -> 3", "d: '<absent>' -> 0"]
+    (tmp_path / "a.yaml").write_text("training:\n  epochs: 5\n  lr: 1e-3\nmodels:\n  m: {arch: x, width: 4}\n")
+    (tmp_path / "b.yaml").write_text("training:\n  epochs: 2\nmodels:\n  m: {width: 8}\n")
+    cfg = load_config_files([str(tmp_path / "a.yaml"), str(tmp_path / "b.yaml")])
+    assert cfg == {"training": {"epochs": 2, "lr": "1e-3"}, "models": {"m": {"arch": "x", "width": 8}}}
+    with pytest.raises(ConfigError, match="cannot read the config file"):
+        load_config_files([str(tmp_path / "missing.yaml")])
+
+
+def test_schema_checks_learning_sections_without_defaults() -> None:
+    """The Snakefile validates config/schema.yaml first; defaults there would break the merge order."""
+    import yaml
+
+    from opflow.schema import validate_config
+
+    schema_path = ROOT / "config" / "schema.yaml"
+    cfg = tiny_config()
+    cfg["models"]["mlp"]["training"] = {"lr": "1e-3", "grad_clip": None}
+    cfg["evaluate"] = {"n_plot_samples": 3}
+    validate_config(cfg, schema_path)
+    for bad, msg in [
+        ({"training": {"epoch": 3}}, r"at training: unknown key 'epoch'; allowed: .*epochs"),
+        ({"models": {"mlp": {"training": {"lrate": 1}}}}, r"at models\.mlp\.training: unknown key 'lrate'"),
+        ({"evaluate": {"nplots": 1}}, r"at evaluate: unknown key 'nplots'"),
+        ({"training": {"loss": "l1"}}, r"at training\.loss: 'l1' is not one of \['rel_l2', 'rel_h1', 'mse'\]"),
+        ({"training": {"device": "gpu"}}, r"at training\.device"),
+    ]:
+        with pytest.raises(ConfigError, match=msg):
+            validate_config(deep_merge(cfg, bad), schema_path)
+
+    def defaults(node) -> list:
+        if isinstance(node, dict):
+            return (["default"] if "default" in node else []) + sum((defaults(v) for v in node.values()), [])
+        return sum((defaults(v) for v in node), []) if isinstance(node, list) else []
+
+    schema = yaml.safe_load(schema_path.read_text())
+    assert defaults(schema["$defs"]["training"]) == [] and defaults(schema["properties"]["models"]) == []
+
+
+def test_importing_config_and_cli_does_not_import_torch() -> None:
+    import subprocess
+
+    code = "import sys, opflow.config, opflow.cli; print('torch' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=ROOT)
+    assert out.stdout.strip() == "False"

@@ -1,0 +1,180 @@
+"""Training: it learns, resumes bit for bit, refuses foreign checkpoints, writes atomically, runs DDP."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+from opflow.config import deep_merge, resolve_run
+from opflow.data.torch_data import GridDataset
+from opflow.train import CHECKPOINT_NAME, RunMismatchError, load_model, train
+
+from learning_helpers import grid_dataset, tiny_config
+
+HERE = Path(__file__).resolve().parents[1] / "_support"  # where learning_helpers lives
+ROOT = Path(__file__).resolve().parents[2]
+ONO_TINY = {"arch": "ono", "width": 16, "n_layers": 2, "ortho_dim": 4, "n_heads": 2}
+
+
+@pytest.fixture(scope="module")
+def data(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return grid_dataset(tmp_path_factory.mktemp("data") / "toy.nc")
+
+
+def run_of(data: Path, model: str = "mlp", **training) -> dict:
+    cfg = tiny_config(**training)
+    cfg["models"]["ono"] = ONO_TINY
+    return resolve_run(cfg, "toy", model, str(data))
+
+
+def test_training_reduces_the_loss_and_writes_model_and_curves(data: Path, tmp_path: Path) -> None:
+    res = train(run_of(data, epochs=20, lr=1e-2, eval_every=5), data, tmp_path, progress=False)
+    assert res.complete and res.epochs_done == 20 and res.resumed_from == 0
+    first, last = res.curves[0]["train_loss"], res.curves[-1]["train_loss"]
+    assert first > 0.9 and last < 0.2 and last < first / 5, (first, last)
+    assert res.curves[-1]["test_rel_l2"] < 0.2
+    # test error at eval_every epochs and at the last one only
+    assert [c["epoch"] for c in res.curves if c["test_rel_l2"] is not None] == [5, 10, 15, 20]
+    # OneCycle stepped per batch: ends at lr / div_factor / final_div_factor
+    assert res.curves[-1]["lr"] == pytest.approx(1e-2 / 25 / 1e4, rel=1e-6)
+    assert (tmp_path / "model.pt").exists() and not (tmp_path / CHECKPOINT_NAME).exists()
+    rows = (tmp_path / "curves.csv").read_text().splitlines()
+    assert rows[0] == "epoch,train_loss,test_rel_l2,lr,epoch_time_s,elapsed_s" and len(rows) == 21
+    assert json.loads((tmp_path / "curves.json").read_text()) == res.curves
+    assert (tmp_path / "curves.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+@pytest.mark.parametrize("model", ["mlp", "ono"])
+def test_resume_after_interruption_equals_an_uninterrupted_run(data: Path, tmp_path: Path, model: str) -> None:
+    extra = {"dropout": 0.2} if model == "mlp" else {}  # dropout: the RNG state must be restored too
+    run = run_of(data, model, epochs=4)
+    run["model_config"].update(extra)
+    full = train(run, data, tmp_path / "full", progress=False)
+
+    part = train(run, data, tmp_path / "cut", progress=False, max_epochs_this_call=2)
+    assert not part.complete and part.model_path is None and part.epochs_done == 2
+    assert (tmp_path / "cut" / CHECKPOINT_NAME).exists() and not (tmp_path / "cut" / "model.pt").exists()
+    rest = train(run, data, tmp_path / "cut", progress=False)
+    assert rest.complete and rest.resumed_from == 2
+
+    a, _ = load_model(full.model_path)
+    b, _ = load_model(rest.model_path)
+    sa, sb = a.state_dict(), b.state_dict()
+    assert sa.keys() == sb.keys()
+    for k in sa:
+        assert torch.equal(sa[k], sb[k]), k
+    assert [c["train_loss"] for c in full.curves] == [c["train_loss"] for c in rest.curves]
+
+
+def test_a_checkpoint_of_another_run_is_refused_naming_the_keys(data: Path, tmp_path: Path) -> None:
+    run = run_of(data, epochs=3)
+    train(run, data, tmp_path, progress=False, max_epochs_this_call=1)
+    other = deep_merge(run, {"training": {"lr": 5e-3}})
+    with pytest.raises(RunMismatchError, match=r"differing: training\.lr: 0\.001 -> 0\.005.*--restart"):
+        train(other, data, tmp_path, progress=False)
+    # operational settings do not block resuming
+    res = train(deep_merge(run, {"training": {"eval_every": 2, "threads": 2}}), data, tmp_path, progress=False, max_epochs_this_call=1)
+    assert res.resumed_from == 1 and res.epochs_done == 2
+    # another data file is refused too
+    data2 = grid_dataset(tmp_path / "other.nc", seed=4)
+    with pytest.raises(RunMismatchError, match="data file params_hash"):
+        train(run, data2, tmp_path, progress=False)
+    # restart_if_changed trains the new run from scratch; restart discards a matching one
+    res = train(other, data, tmp_path, progress=False, restart_if_changed=True, max_epochs_this_call=1)
+    assert res.resumed_from == 0
+    res = train(other, data, tmp_path, progress=False, restart=True, max_epochs_this_call=1)
+    assert res.resumed_from == 0
+
+
+def test_checkpoints_are_written_atomically(data: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    run = run_of(data, epochs=3)
+    train(run, data, tmp_path, progress=False, max_epochs_this_call=1)
+    before = (tmp_path / CHECKPOINT_NAME).read_bytes()
+
+    def broken_save(obj, f, *a, **k):
+        Path(f).write_bytes(b"partial")
+        raise OSError("disk full")
+
+    monkeypatch.setattr(torch, "save", broken_save)
+    with pytest.raises(OSError, match="disk full"):
+        train(run, data, tmp_path, progress=False)
+    assert (tmp_path / CHECKPOINT_NAME).read_bytes() == before
+    assert not [p for p in tmp_path.iterdir() if ".tmp-" in p.name]
+    monkeypatch.undo()
+    assert train(run, data, tmp_path, progress=False).resumed_from == 1
+
+
+def test_model_file_holds_what_evaluation_needs_and_normalisers_see_train_only(data: Path, tmp_path: Path) -> None:
+    res = train(run_of(data, epochs=2), data, tmp_path, progress=False)
+    model, rec = load_model(res.model_path)
+    for key in ("arch", "model_config", "state_dict", "normalizers", "task", "run", "run_hash", "train_time_s", "epochs", "device", "parameters"):
+        assert key in rec, key
+    assert rec["task"]["inputs"] == ["coeff"] and rec["task"]["grid_shape"] == [16, 16] and rec["epochs"] == 2
+    assert rec["device"] == "cpu" and rec["train_time_s"] > 0
+    train_ds, test_ds = GridDataset(data, "train"), GridDataset(data, "test")
+    mean = rec["normalizers"]["inputs"]["mean"]
+    torch.testing.assert_close(mean, train_ds.inputs.double().mean(dim=(0, 1)).float())
+    both = torch.cat([train_ds.inputs, test_ds.inputs]).double().mean(dim=(0, 1)).float()
+    assert not torch.allclose(mean, both)
+    assert not model.training
+
+
+def test_other_losses_normalisers_and_cpu_fallbacks(data: Path, tmp_path: Path) -> None:
+    with pytest.warns(RuntimeWarning, match="bf16.*needs a CUDA device; ignored on cpu"):
+        res = train(run_of(data, epochs=3, lr=1e-2, loss="rel_h1", input_normalizer="pointwise", output_normalizer="none", precision="bf16"),
+                    data, tmp_path / "h1", progress=False)
+    losses = [c["train_loss"] for c in res.curves]
+    assert losses[-1] < losses[0]
+    with pytest.warns(RuntimeWarning, match="compile.*ignored on cpu"):
+        res = train(run_of(data, epochs=2, loss="mse", loss_space="normalized", compile=True), data, tmp_path / "mse", progress=False)
+    assert res.complete
+
+
+def test_summed_loss_with_clip_c_equals_mean_loss_with_clip_c_over_batch(data: Path, tmp_path: Path) -> None:
+    """The ONO code backpropagates the batch sum; under AdamW only the clip threshold notices.
+
+    Here the mean-loss gradient norm runs from about 0.3 to 0.7 (sum: 4x that), so a clip of 1.6 on
+    the sum (0.4 on the mean) is active in some steps only. Equal up to AdamW's eps = 1e-8.
+    """
+
+    def weights(folder: str, **training) -> dict:
+        res = train(run_of(data, epochs=4, lr=1e-2, **training), data, tmp_path / folder, progress=False)
+        return load_model(res.model_path)[0].state_dict()
+
+    summed = weights("sum", loss_reduction="sum", grad_clip=1.6)
+    mean_equiv = weights("mean", loss_reduction="mean", grad_clip=1.6 / 4)  # batch_size 4
+    mean_same = weights("mean_same", loss_reduction="mean", grad_clip=1.6)
+    for k in summed:
+        torch.testing.assert_close(summed[k], mean_equiv[k], rtol=0, atol=2e-5, msg=k)
+    assert max((summed[k] - mean_same[k]).abs().max().item() for k in summed) > 1e-3  # the clip matters here
+
+
+def test_ddp_two_processes_match_one_process_with_the_same_global_batch(data: Path, tmp_path: Path) -> None:
+    run = run_of(data, epochs=3, lr=1e-2)
+    single = train(run, data, tmp_path / "single", progress=False)
+
+    (tmp_path / "run.json").write_text(json.dumps(run))
+    entry = tmp_path / "entry.py"
+    entry.write_text(f"import sys\nsys.path.insert(0, {str(HERE)!r})\nimport learning_helpers\nfrom opflow.cli import main\nsys.exit(main(sys.argv[1:]))\n")
+    torchrun = Path(sys.executable).with_name("torchrun")
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    cmd = [str(torchrun), "--standalone", "--nproc_per_node", "2", str(entry), "train", "--run-json", f"@{tmp_path / 'run.json'}",
+           "--data", str(data), "--out-dir", str(tmp_path / "ddp"), "--threads", "1", "--no-progress"]
+    out = subprocess.run(cmd, capture_output=True, text=True, timeout=240, cwd=ROOT, env=env)
+    assert out.returncode == 0, out.stderr[-3000:]
+    files = sorted(p.name for p in (tmp_path / "ddp").iterdir())
+    assert files == ["curves.csv", "curves.json", "curves.png", "model.pt"]  # one writer, checkpoint removed at the end
+
+    a, ra = load_model(single.model_path)
+    b, rb = load_model(tmp_path / "ddp" / "model.pt")
+    assert rb["world_size"] == 2
+    for (k, pa), pb in zip(a.state_dict().items(), b.state_dict().values(), strict=True):
+        torch.testing.assert_close(pa, pb, rtol=1e-5, atol=1e-6, msg=k)  # differ by rounding (about 1 ulp)
+    for ca, cb in zip(ra["curves"], rb["curves"], strict=True):
+        assert cb["train_loss"] == pytest.approx(ca["train_loss"], rel=1e-5)
