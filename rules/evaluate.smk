@@ -5,7 +5,7 @@
 #   <root>/results/<dataset>_<model>.png     input / truth / prediction / error of test samples
 #   <root>/logs/evaluate/<dataset>_<model>.log
 #
-# Resources: `gpu` = 1 when evaluate.device is cuda or cuda:N (see rules/train.smk).
+# Resources: `gpu` = 1 unless evaluate.device is cpu or mps (see rules/train.smk).
 
 from opflow.config import eval_config  # noqa: E402
 
@@ -27,7 +27,7 @@ rule evaluate:
         zero_shot=lambda w, input: " ".join(input.zero_shot),
     threads: lambda w: eval_config(config).threads
     resources:
-        gpu=lambda w: 1 if eval_config(config).device.startswith("cuda") else 0,
+        gpu=lambda w: 0 if eval_config(config).device in ("cpu", "mps") else 1,
     log:
         out("logs/evaluate/{dataset}_{model}.log"),
     shell:

@@ -11,8 +11,8 @@
 # definition, see opflow/config.py) is a param, so Snakemake reruns training when it changes; the
 # job then discards a checkpoint of the old config (--restart-if-changed) and resumes a matching one.
 #
-# Resources: `gpu` = GPUs the job needs (training.nproc when training.device is cuda or cuda:N, else
-# 0), the key Snakemake's cluster executors (e.g. the SLURM plugin) use to place jobs on GPU nodes;
+# Resources: `gpu` = GPUs the job asks for (training.nproc unless training.device is cpu or mps:
+# with `auto` the job uses a GPU when its node has one), the key Snakemake's cluster executors (e.g. the SLURM plugin) use to place jobs on GPU nodes;
 # locally, `snakemake --resources gpu=1` runs one training at a time on the GPU. With training.nproc
 # > 1 the job launches `torchrun --standalone --nproc_per_node <nproc>` (DDP, one GPU per process).
 
@@ -25,7 +25,7 @@ def run_config(dataset, model):
 
 def train_gpus(dataset, model):
     tc = train_config(config, dataset, model)
-    return tc.nproc if tc.device.startswith("cuda") else 0
+    return 0 if tc.device in ("cpu", "mps") else tc.nproc
 
 
 def train_launcher(dataset, model):

@@ -1,0 +1,466 @@
+"""The attention kernels of opflow, written once and selected by name by every model.
+
+Notation: queries ``q_i`` (i = 1..M), keys ``k_j`` and values ``v_j`` (j = 1..N), per head, head
+width ``d``. The functional kernels take head-split tensors ``q (B, H, M, d)``, ``k (B, H, N, d)``,
+``v (B, H, N, e)`` and return ``(B, H, M, e)``. All of them support cross-attention (M != N, queries
+from another point set) and an optional key mask ``(B, N)`` (``True`` = real point): a masked key
+contributes nothing, exactly, so a padded batch gives the same outputs at its real points as the
+unpadded samples. Outputs at masked *queries* are finite but meaningless. Every sample must have at
+least one real key. Optional per-key quadrature weights ``w (B, N)`` (positive at real keys) turn the
+sums over keys into quadratures of integrals (continuum attention).
+
+Kernels (``KERNELS``), name -> formula:
+
+* ``softmax`` -- Vaswani et al. 2017, with quadrature weights as in continuum attention (Calvello,
+  Kovachki, Levine, Stuart 2024, "Continuum attention for neural operators")::
+
+      z_i = sum_j w_j exp(q_i.k_j / sqrt(d)) v_j / sum_j w_j exp(q_i.k_j / sqrt(d))
+
+  i.e. ``log w_j`` added to the logits (uniform weights cancel). Computed by
+  ``torch.nn.functional.scaled_dot_product_attention`` (fused kernels where available).
+* ``linear`` -- Katharopoulos, Vyas, Pappas, Fleuret 2020, "Transformers are RNNs", eq. 6, feature
+  map ``phi(x) = elu(x) + 1``::
+
+      z_i = phi(q_i)^T (sum_j w_j phi(k_j) v_j^T) / (phi(q_i)^T sum_j w_j phi(k_j))
+
+* ``normalized`` -- GNOT's normalised linear attention (Hao et al. 2023, eqs. 3-6): the same ratio
+  with ``phi = softmax`` over the feature axis of each ``q_i`` and ``k_j``.
+* ``efficient`` -- Shen, Zhang, Zhao, Yi, Li 2021, "Efficient attention: attention with linear
+  complexities": ``z_i = softmax_feat(q_i)^T sum_j a_j v_j^T`` with ``a_j = softmax over the keys
+  j of (k_j + log w_j)`` per feature. (This is the "linear" block of the ONO authors' released code,
+  via the ``linear_attention_transformer`` package, which also multiplies by ``d^-1/2``; here the
+  paper's formula, without that constant.)
+* ``galerkin`` -- Cao 2021, "Choose a transformer: Fourier or Galerkin", eq. 7: no softmax, layer
+  normalisation (per head, learnable) on K and V::
+
+      z = Q (K~^T diag(w) V~),   w_j = 1/n by default (n = number of real keys)
+
+* ``fourier`` -- Cao 2021, eq. 6: layer normalisation on Q and K, ``z = (Q~ K~^T) diag(w) V``.
+  Matrix products associate, so it is computed as ``Q~ (K~^T diag(w) V)`` in O(N d^2): the same
+  numbers as the O(N^2 d) order, at linear cost.
+* ``nystrom`` -- Xiong et al. 2021, "Nystromformer", eq. 15: with ``m`` landmarks ``Q^, K^``
+  (segment means of the queries and keys)::
+
+      z = softmax(Q K^^T / sqrt(d)) [softmax(Q^ K^^T / sqrt(d))]^+ softmax(Q^ K^T / sqrt(d)) V
+
+  ``[.]^+`` is the iterative Moore-Penrose pseudo-inverse of Razavi et al. 2014 (the paper's eq. 16):
+  ``Z <- Z (13 I - A Z (15 I - A Z (7 I - A Z))) / 4`` from ``Z_0 = A^T / (||A||_1 ||A||_inf)``,
+  norms per matrix (so samples never influence each other). Segments: the real points of each
+  sample, in their order, are cut into ``m`` contiguous segments of near-equal size
+  (``segment = floor(rank * m / n)``), so padding never changes the landmarks; with ``n <= m`` every
+  point is its own landmark and the kernel is exact softmax attention. Quadrature weights are not
+  supported. (The released Nystromformer adds a depth-wise convolution of V along the sequence; it
+  depends on the point order and is not part of the kernel here.)
+
+:class:`MultiHeadAttention` wraps a kernel with the Q/K/V/output projections, optional coordinates
+concatenated to every head (Cao 2021, section 4), and the per-head layer norms of the Galerkin and
+Fourier kernels. :class:`TransformerBlock` is the pre-LN block
+``x <- x + Attn(LN(x)); x <- x + FFN(LN(x))`` (ONO paper eq. 3).
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+from opflow.data.errors import ConfigError
+
+from .mlp import FeedForward
+
+KERNELS: dict[str, str] = {
+    "softmax": "scaled dot-product softmax attention, optional quadrature weights (Vaswani 2017; Calvello et al. 2024)",
+    "linear": "linear attention, phi = elu + 1 (Katharopoulos et al. 2020)",
+    "normalized": "normalised linear attention, softmax of q and k over features (GNOT, Hao et al. 2023)",
+    "efficient": "efficient attention, softmax of q over features and of k over points (Shen et al. 2021)",
+    "galerkin": "Galerkin-type attention Q (LN(K)^T LN(V)) / n (Cao 2021)",
+    "fourier": "Fourier-type attention (LN(Q) LN(K)^T) V / n (Cao 2021)",
+    "nystrom": "Nystrom approximation of softmax attention with segment-mean landmarks (Xiong et al. 2021)",
+}
+
+
+def check_kernel(name: str) -> str:
+    """Return ``name`` if it is a known kernel, else raise :class:`ConfigError` listing them."""
+    if name not in KERNELS:
+        raise ConfigError(f"unknown attention kernel {name!r}; allowed: {sorted(KERNELS)}")
+    return name
+
+
+# ----------------------------------------------------------------------------------------------
+# helpers
+
+
+def _upcast(*ts: Tensor) -> tuple[Tensor, ...]:
+    """Half-precision inputs are reduced in float32 (sums over many points lose bf16 precision)."""
+    return tuple(t.float() if t.dtype in (torch.float16, torch.bfloat16) else t for t in ts)
+
+
+def _key_weights(key_mask: Tensor | None, weights: Tensor | None, like: Tensor) -> Tensor | None:
+    """Per-key multiplicative weight ``(B, 1, N, 1)``: ``w_j`` (or 1), zero at masked keys."""
+    if weights is None and key_mask is None:
+        return None
+    w = weights.to(like.dtype) if weights is not None else torch.ones(key_mask.shape, dtype=like.dtype, device=like.device)
+    if key_mask is not None:
+        w = w * key_mask.to(like.dtype)
+    return w[:, None, :, None]
+
+
+def _real_count(key_mask: Tensor | None, n: int, like: Tensor) -> Tensor:
+    """Number of real keys per sample, shaped ``(B, 1, 1, 1)`` (or a scalar tensor without a mask)."""
+    if key_mask is None:
+        return torch.tensor(float(n), dtype=like.dtype, device=like.device)
+    return key_mask.sum(-1).to(like.dtype)[:, None, None, None]
+
+
+# ----------------------------------------------------------------------------------------------
+# functional kernels
+
+
+def softmax_attention(
+    q: Tensor,
+    k: Tensor,
+    v: Tensor,
+    key_mask: Tensor | None = None,
+    weights: Tensor | None = None,
+    scale: float | None = None,
+    dropout_p: float = 0.0,
+) -> Tensor:
+    """``z_i = sum_j w_j exp(s q_i.k_j) v_j / sum_j w_j exp(s q_i.k_j)``, ``s = scale or d^-1/2``.
+
+    Quadrature weights enter as ``log w_j`` added to the logits; masked keys get ``-inf``.
+    """
+    attn_mask = None
+    if weights is not None:
+        bias = torch.log(weights.to(q.dtype))
+        if key_mask is not None:
+            bias = bias.masked_fill(~key_mask, float("-inf"))
+        attn_mask = bias[:, None, None, :]
+    elif key_mask is not None:
+        attn_mask = key_mask[:, None, None, :]
+    return F.scaled_dot_product_attention(q, k, v, attn_mask=attn_mask, dropout_p=dropout_p, scale=scale)
+
+
+def _feature_map_attention(phi_q: Tensor, phi_k: Tensor, v: Tensor, key_mask: Tensor | None, weights: Tensor | None) -> Tensor:
+    """``z_i = phi_q_i^T (sum_j w_j phi_k_j v_j^T) / (phi_q_i^T sum_j w_j phi_k_j)`` (positive maps)."""
+    w = _key_weights(key_mask, weights, phi_k)
+    if w is not None:
+        phi_k = phi_k * w
+    kv = torch.einsum("bhnd,bhne->bhde", phi_k, v)
+    num = torch.einsum("bhmd,bhde->bhme", phi_q, kv)
+    den = torch.einsum("bhmd,bhd->bhm", phi_q, phi_k.sum(dim=2))
+    return num / den.clamp_min(torch.finfo(den.dtype).tiny)[..., None]
+
+
+def linear_attention(q: Tensor, k: Tensor, v: Tensor, key_mask: Tensor | None = None, weights: Tensor | None = None) -> Tensor:
+    """Katharopoulos et al. 2020, eq. 6 with ``phi(x) = elu(x) + 1``; see the module docstring."""
+    dtype = q.dtype
+    q, k, v = _upcast(q, k, v)
+    return _feature_map_attention(F.elu(q) + 1, F.elu(k) + 1, v, key_mask, weights).to(dtype)
+
+
+def normalized_attention(q: Tensor, k: Tensor, v: Tensor, key_mask: Tensor | None = None, weights: Tensor | None = None) -> Tensor:
+    """GNOT (Hao et al. 2023) eqs. 3-6: ``phi = softmax`` over the feature axis of q and of k."""
+    dtype = q.dtype
+    q, k, v = _upcast(q, k, v)
+    return _feature_map_attention(q.softmax(-1), k.softmax(-1), v, key_mask, weights).to(dtype)
+
+
+def efficient_attention(q: Tensor, k: Tensor, v: Tensor, key_mask: Tensor | None = None, weights: Tensor | None = None) -> Tensor:
+    """Shen et al. 2021: ``softmax_features(Q) (softmax_points(K + log w)^T V)``."""
+    dtype = q.dtype
+    q, k, v = _upcast(q, k, v)
+    logits = k
+    if weights is not None:
+        logits = logits + torch.log(weights.to(k.dtype))[:, None, :, None]
+    if key_mask is not None:
+        logits = logits.masked_fill(~key_mask[:, None, :, None], float("-inf"))
+    a = logits.softmax(dim=2)
+    return torch.einsum("bhmd,bhde->bhme", q.softmax(-1), torch.einsum("bhnd,bhne->bhde", a, v)).to(dtype)
+
+
+def galerkin_attention(q: Tensor, k: Tensor, v: Tensor, key_mask: Tensor | None = None, weights: Tensor | None = None) -> Tensor:
+    """Cao 2021: ``Q (K^T diag(w) V)``, ``w_j = 1/n`` over the real keys unless weights are given.
+
+    The layer norms that distinguish the Galerkin (on K, V) and Fourier (on Q, K) types are applied
+    by :class:`MultiHeadAttention` before this product; both types share it.
+    """
+    dtype = q.dtype
+    q, k, v = _upcast(q, k, v)
+    if weights is None:
+        w = _key_weights(key_mask, None, k)
+        kw = k / _real_count(key_mask, k.shape[2], k)
+        if w is not None:
+            kw = kw * w
+    else:
+        kw = k * _key_weights(key_mask, weights, k)
+    return torch.einsum("bhmd,bhde->bhme", q, torch.einsum("bhnd,bhne->bhde", kw, v)).to(dtype)
+
+
+fourier_attention = galerkin_attention
+"""Cao 2021 Fourier type ``(Q K^T) diag(w) V``, computed in the linear-cost order ``Q (K^T diag(w) V)``."""
+
+
+def segment_means(x: Tensor, mask: Tensor | None, m: int) -> tuple[Tensor, Tensor]:
+    """Nystromformer landmarks: means of ``m`` contiguous segments of each sample's real points.
+
+    ``x (B, H, N, d)``, ``mask (B, N)``. The real points of sample b, in order, have ranks
+    ``r = 0..n_b-1`` and go to segment ``floor(r m / n_b)``; padding joins no segment. Returns the
+    means ``(B, H, m, d)`` and ``landmark_mask (B, m)``, False for empty segments (only when n_b < m).
+    """
+    B, H, N, d = x.shape
+    if mask is None:
+        mask = torch.ones(B, N, dtype=torch.bool, device=x.device)
+    rank = mask.long().cumsum(-1) - 1
+    n = mask.sum(-1, keepdim=True).clamp_min(1)
+    seg = torch.where(mask, (rank * m) // n, torch.full_like(rank, m))  # padding -> dummy segment m
+    sums = x.new_zeros(B, H, m + 1, d).scatter_add_(2, seg[:, None, :, None].expand(B, H, N, d), x)
+    counts = x.new_zeros(B, m + 1).scatter_add_(1, seg, mask.to(x.dtype))[:, :m]
+    return sums[:, :, :m] / counts.clamp_min(1)[:, None, :, None], counts > 0
+
+
+def iterative_pinv(a: Tensor, iterations: int = 6) -> Tensor:
+    """Moore-Penrose pseudo-inverse of each matrix in ``a (..., m, m)`` by the Nystromformer iteration.
+
+    ``Z_0 = A^T / (max_j sum_i |A_ij| * max_i sum_j |A_ij|)``, then
+    ``Z <- Z (13 I - A Z (15 I - A Z (7 I - A Z))) / 4`` (Razavi et al. 2014; Xiong et al. 2021 eq. 16).
+    Zero rows/columns of ``a`` stay zero in ``Z``.
+    """
+    absa = a.abs()
+    norm1 = absa.sum(-2).amax(-1)  # max column sum
+    norminf = absa.sum(-1).amax(-1)  # max row sum
+    z = a.mT / (norm1 * norminf).clamp_min(torch.finfo(a.dtype).tiny)[..., None, None]
+    eye = torch.eye(a.shape[-1], dtype=a.dtype, device=a.device)
+    for _ in range(iterations):
+        az = a @ z
+        z = 0.25 * z @ (13 * eye - az @ (15 * eye - az @ (7 * eye - az)))
+    return z
+
+
+def _masked_softmax(logits: Tensor, col_mask: Tensor | None, row_mask: Tensor | None) -> Tensor:
+    """Softmax over the last axis ignoring masked columns; rows with ``row_mask`` False are zero."""
+    if col_mask is not None:
+        logits = logits.masked_fill(~col_mask[:, None, None, :], torch.finfo(logits.dtype).min)
+    p = logits.softmax(-1)
+    if col_mask is not None:
+        p = p * col_mask[:, None, None, :].to(p.dtype)
+    if row_mask is not None:
+        p = p * row_mask[:, None, :, None].to(p.dtype)
+    return p
+
+
+def nystrom_attention(
+    q: Tensor,
+    k: Tensor,
+    v: Tensor,
+    key_mask: Tensor | None = None,
+    query_mask: Tensor | None = None,
+    num_landmarks: int = 64,
+    pinv_iterations: int = 6,
+    scale: float | None = None,
+) -> Tensor:
+    """Nystromformer (Xiong et al. 2021, eq. 15) with mask-exact segment-mean landmarks.
+
+    ``query_mask`` marks the real queries for the query landmarks (self-attention: pass the key mask).
+    """
+    dtype = q.dtype
+    q, k, v = _upcast(q, k, v)
+    s = scale if scale is not None else q.shape[-1] ** -0.5
+    q = q * s
+    q_l, q_lmask = segment_means(q, query_mask, num_landmarks)
+    k_l, k_lmask = segment_means(k, key_mask, num_landmarks)
+    kernel_1 = _masked_softmax(q @ k_l.mT, k_lmask, None)  # (B, H, M, m)
+    kernel_2 = _masked_softmax(q_l @ k_l.mT, k_lmask, q_lmask)  # (B, H, m, m)
+    kernel_3 = _masked_softmax(q_l @ k.mT, key_mask, q_lmask)  # (B, H, m, N)
+    out = kernel_1 @ (iterative_pinv(kernel_2, pinv_iterations) @ (kernel_3 @ v))
+    return out.to(dtype)
+
+
+# ----------------------------------------------------------------------------------------------
+# modules
+
+
+class _HeadNorm(nn.Module):
+    """Layer normalisation over the head width, with a learnable affine map per head (Cao 2021)."""
+
+    def __init__(self, n_heads: int, head_dim: int, eps: float = 1e-5) -> None:
+        super().__init__()
+        self.weight = nn.Parameter(torch.ones(n_heads, 1, head_dim))
+        self.bias = nn.Parameter(torch.zeros(n_heads, 1, head_dim))
+        self.eps = eps
+
+    def forward(self, x: Tensor) -> Tensor:  # (B, H, N, d)
+        return F.layer_norm(x, x.shape[-1:], eps=self.eps) * self.weight + self.bias
+
+
+class MultiHeadAttention(nn.Module):
+    """Multi-head attention with the kernel chosen by name (see :data:`KERNELS`).
+
+    ``q = x W_q``, ``k = c W_k``, ``v = c W_v`` (``c = context``, or ``x`` for self-attention), split
+    into ``n_heads`` heads of width ``head_dim`` (default ``dim // n_heads``); with ``pos_dim > 0``
+    the coordinates are concatenated to every head's q, k and v after the per-head layer norms
+    (Cao 2021, section 4); the kernel runs per head; heads are concatenated and mapped back to
+    ``dim`` by ``W_o``, followed by dropout. Outputs at masked queries are set to zero.
+    """
+
+    def __init__(
+        self,
+        dim: int,
+        n_heads: int = 8,
+        kernel: str = "softmax",
+        head_dim: int | None = None,
+        context_dim: int | None = None,
+        pos_dim: int = 0,
+        dropout: float = 0.0,
+        bias: bool = True,
+        num_landmarks: int = 64,
+        pinv_iterations: int = 6,
+        norm_eps: float = 1e-5,
+    ) -> None:
+        super().__init__()
+        self.kernel = check_kernel(kernel)
+        if head_dim is None:
+            if dim % n_heads:
+                raise ConfigError(f"attention width {dim} is not divisible by n_heads={n_heads}; pick n_heads dividing {dim}")
+            head_dim = dim // n_heads
+        if num_landmarks < 1 or pinv_iterations < 0:
+            raise ConfigError(f"nystrom needs num_landmarks >= 1 and pinv_iterations >= 0, got {num_landmarks}, {pinv_iterations}")
+        self.n_heads, self.head_dim, self.pos_dim = n_heads, head_dim, pos_dim
+        self.num_landmarks, self.pinv_iterations = num_landmarks, pinv_iterations
+        inner = n_heads * head_dim
+        self.to_q = nn.Linear(dim, inner, bias=bias)
+        self.to_kv = nn.Linear(context_dim or dim, 2 * inner, bias=bias)
+        self.to_out = nn.Linear(n_heads * (head_dim + pos_dim), dim)
+        self.dropout = nn.Dropout(dropout)
+        normed = {"galerkin": ("k", "v"), "fourier": ("q", "k")}.get(kernel, ())
+        self.norms = nn.ModuleDict({name: _HeadNorm(n_heads, head_dim, norm_eps) for name in normed})
+
+    def _split(self, t: Tensor) -> Tensor:
+        B, N, _ = t.shape
+        return t.view(B, N, self.n_heads, self.head_dim).transpose(1, 2)
+
+    def forward(
+        self,
+        x: Tensor,
+        context: Tensor | None = None,
+        mask: Tensor | None = None,
+        query_mask: Tensor | None = None,
+        weights: Tensor | None = None,
+        pos: Tensor | None = None,
+        context_pos: Tensor | None = None,
+    ) -> Tensor:
+        """``x (B, M, dim)`` attends to ``context (B, N, context_dim)`` (default: ``x`` itself).
+
+        ``mask (B, N)``: real keys; ``query_mask (B, M)``: real queries (defaults to ``mask`` in
+        self-attention); ``weights (B, N)``: quadrature weights of the keys; ``pos (B, M, pos_dim)``
+        and ``context_pos (B, N, pos_dim)``: coordinates concatenated per head when ``pos_dim > 0``.
+        """
+        self_attention = context is None
+        if self_attention:
+            context, context_pos = x, pos
+            if query_mask is None:
+                query_mask = mask
+        q = self._split(self.to_q(x))
+        k, v = (self._split(t) for t in self.to_kv(context).chunk(2, dim=-1))
+        if "q" in self.norms:
+            q = self.norms["q"](q)
+        if "k" in self.norms:
+            k = self.norms["k"](k)
+        if "v" in self.norms:
+            v = self.norms["v"](v)
+        if self.pos_dim:
+            if pos is None or context_pos is None:
+                raise ValueError(f"this attention concatenates {self.pos_dim} coordinates per head: pass pos (and context_pos for cross-attention)")
+            pq = pos[:, None].expand(-1, self.n_heads, -1, -1)
+            pk = context_pos[:, None].expand(-1, self.n_heads, -1, -1)
+            q, k, v = torch.cat([q, pq], -1), torch.cat([k, pk], -1), torch.cat([v, pk], -1)
+
+        kern = self.kernel
+        if kern == "nystrom" and weights is not None:
+            raise ValueError("the nystrom kernel does not take quadrature weights; use softmax for weighted attention")
+        if kern == "softmax":
+            out = softmax_attention(q, k, v, mask, weights)
+        elif kern == "linear":
+            out = linear_attention(q, k, v, mask, weights)
+        elif kern == "normalized":
+            out = normalized_attention(q, k, v, mask, weights)
+        elif kern == "efficient":
+            out = efficient_attention(q, k, v, mask, weights)
+        elif kern in ("galerkin", "fourier"):
+            out = galerkin_attention(q, k, v, mask, weights)
+        else:
+            out = nystrom_attention(q, k, v, mask, query_mask, self.num_landmarks, self.pinv_iterations)
+        B, _, M, _ = out.shape
+        out = self.dropout(self.to_out(out.transpose(1, 2).reshape(B, M, -1)))
+        if query_mask is not None:
+            out = out * query_mask[..., None].to(out.dtype)
+        return out
+
+
+class TransformerBlock(nn.Module):
+    """Pre-LN transformer block (ONO paper eq. 3): ``x <- x + Attn(LN(x)); x <- x + FFN(LN(x))``.
+
+    With ``context`` (cross-attention) the keys and values come from ``LN(context)`` with the same
+    layer norm, so that ``context = x`` reproduces the self-attention block exactly.
+    """
+
+    def __init__(
+        self,
+        dim: int,
+        n_heads: int = 8,
+        kernel: str = "linear",
+        ffn_ratio: float = 1.0,
+        dropout: float = 0.0,
+        act: str = "gelu",
+        **attention_kwargs,
+    ) -> None:
+        super().__init__()
+        self.ln_attn = nn.LayerNorm(dim)
+        self.attn = MultiHeadAttention(dim, n_heads, kernel, dropout=dropout, **attention_kwargs)
+        self.ln_ffn = nn.LayerNorm(dim)
+        self.ffn = FeedForward(dim, ffn_ratio, act=act, dropout=dropout)
+
+    def forward(self, x: Tensor, mask: Tensor | None = None, context: Tensor | None = None, context_mask: Tensor | None = None, **kwargs) -> Tensor:
+        """Self-attention over ``x`` with key mask ``mask``; or, with ``context``, cross-attention of
+        ``x`` to ``context`` whose real points are ``context_mask`` (``mask`` is then the query mask)."""
+        if context is None:
+            x = x + self.attn(self.ln_attn(x), mask=mask, **kwargs)
+        else:
+            x = x + self.attn(self.ln_attn(x), self.ln_attn(context), mask=context_mask, query_mask=mask, **kwargs)
+        return x + self.ffn(self.ln_ffn(x))
+
+
+def nearest_features(points: Tensor, features: Tensor, query: Tensor, mask: Tensor | None = None, chunk: int = 1 << 22) -> Tensor:
+    """Features of the nearest real point: ``out[b, i] = features[b, argmin_j |query[b, i] - points[b, j]|]``.
+
+    ``points (B, N, d)``, ``features (B, N, c)``, ``query (B, M, d)``, ``mask (B, N)``. Exact where a
+    query coincides with an input point. Processed in chunks of queries so that at most ``chunk``
+    distances are held at once. Used to give the query points of a model an input value.
+    """
+    B, N, _ = points.shape
+    step = max(1, chunk // max(1, B * N))
+    out = []
+    for s in range(0, query.shape[1], step):
+        d2 = torch.cdist(query[:, s : s + step].to(points.dtype), points)
+        if mask is not None:
+            d2 = d2.masked_fill(~mask[:, None, :], float("inf"))
+        idx = d2.argmin(-1)  # (B, m)
+        out.append(torch.gather(features, 1, idx[..., None].expand(-1, -1, features.shape[-1])))
+    return torch.cat(out, 1)
+
+
+__all__ = [
+    "KERNELS",
+    "MultiHeadAttention",
+    "TransformerBlock",
+    "check_kernel",
+    "efficient_attention",
+    "fourier_attention",
+    "galerkin_attention",
+    "iterative_pinv",
+    "linear_attention",
+    "nearest_features",
+    "normalized_attention",
+    "nystrom_attention",
+    "segment_means",
+    "softmax_attention",
+]

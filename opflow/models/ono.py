@@ -1,0 +1,362 @@
+"""ONO, the Orthogonal Neural Operator (Xiao, Hao, Lin, Deng, Su, "Improved operator learning by
+orthogonal attention", ICML 2024; arXiv 2310.12487, Section 3.2 and Appendix A).
+
+Two flows of ``n_layers`` stages. The encoder lifts each point ``[x_j, f(x_j)]`` to two width-``d``
+states, ``g`` (bottom flow) and ``h`` (top flow). Stage ``l``:
+
+* NN block (bottom flow, eq. 3), a pre-LN transformer block with a selectable attention kernel::
+
+      g~ = g + Attn(LN(g)),   g <- g~ + FFN(LN(g~))
+
+* orthogonal attention (top flow, eqs. 4-6)::
+
+      psi = ort(g W_Q)                                   (M x k "neural eigenfunctions")
+      h~  = psi diag(softplus(mu)) [q (psi^T (h W_V))]   (the kernel integral, eq. 5)
+      h  <- FFN(LN(h~ + h))                              (eq. 6)
+
+  and the last stage's FFN maps to the output channels (it is the projection ``P``).
+* ``ort`` (eqs. 7-9): Cholesky whitening with the *uncentred* covariance of the projected features,
+  ``C = mean over samples of (1/M) sum_j g^_j g^_j^T`` (= the paper's ``(1/(N M)) sum_i g^_i^T g^_i``
+  for equal point counts; with padding, each sample's mean over its real points), ``C = L L^T``,
+  ``psi = g^ L^{-T}``, so that ``(1/(N M)) sum_i psi_i^T psi_i = I`` on the batch (with the ridge
+  below: ``I - delta L^{-1} L^{-T}``, i.e. directions of variance << delta are damped, not blown up
+  to unit variance). Training mode whitens with the batch's ``C`` (gradient flows through it) and
+  updates, without gradient, the buffer ``running_cov <- momentum * running_cov + (1 - momentum) * C`` (the convention of the
+  authors' code, ``momentum`` = weight of the old value, default 0.9; the first training batch
+  initialises the buffer). Evaluation mode whitens with ``running_cov``, so each sample's output is
+  independent of the rest of its batch. The Cholesky factorisation (``torch.linalg.cholesky_ex``, in
+  float64 except on MPS) is retried with jitter ``cholesky_eps * tr(C)/k * 10^j``, j = 0, 1, ... 7,
+  when ``C`` is not numerically positive definite (rank-deficient features).
+* ridge: ``C`` is factorised as ``C + delta I``, ``delta = ortho_ridge * tr(C)/k`` (default 1e-4),
+  in training and evaluation alike. Not in the paper; without it, features of near-zero variance
+  (the covariance of a freshly initialised ONO has condition numbers of 1e6-1e9) are amplified to
+  unit variance, and because the EMA buffer never equals the last batch's covariance exactly,
+  evaluation mode whitens those directions differently from training: in a small overfitting run
+  (1D, 4 samples) the evaluation-mode error was 8x the training-mode error (2.5e-2 vs 3.1e-3);
+  with ``ortho_ridge=1e-4`` they agree (4.7e-3 vs 4.5e-3). ``ortho_ridge=0`` is the paper's exact
+  whitening.
+
+Quadrature ``q`` of ``psi^T h``: with ``C`` normalised by ``1/(N M)``, ``psi`` has unit mean square
+per point, i.e. its columns approximate functions orthonormal in ``L^2`` of a unit-measure domain;
+the kernel integral ``int kappa(x, y) h(y) dy`` (eq. 12) is then discretised by the *mean*
+``(1/M) sum_j psi(x_j) h(x_j)``. ``quadrature="mean"`` (default) uses that, so the operator does not
+change with the number of points, which zero-shot super-resolution needs (train at 43 x 43, test up
+to 421 x 421). ``quadrature="sum"`` is the paper's eq. 5 and the authors' code (a plain sum, which
+grows like ``M``; after the following LN it mostly shifts the balance between ``h~`` and the
+residual ``h`` when the resolution changes). At a fixed resolution the two differ only by a
+reparametrisation of ``mu``. With padding, ``M`` is each sample's number of real points.
+
+Query points other than the input points (Appendix A's cross-attention form): the model keeps a
+*query stream* beside the input stream. Query tokens are lifted by the same encoder from
+``[y, f(nearest input point to y)]``; in every stage they pass through the same NN block attending
+to the input tokens (cross-attention with the block's weights), their eigenfunction values are
+``psi(y) = g(y) W_Q L^{-T}`` with the ``L`` of the input points, and the top flow updates them by
+``h(y) <- FFN(LN(psi(y) diag(softplus(mu)) q(psi(X)^T h(X) W_V) + h(y)))``. Query tokens read the
+input tokens and are never read, so with ``query == coords`` this is exactly the self form (tested);
+elsewhere the only local information at ``y`` is the nearest input value, everything else comes
+through attention to the input points. (The paper's eq. 20 drops the residual at the first stage
+instead; that cannot reproduce the self form and leaves ``g(y)`` undefined.) ``forward`` uses the
+self form whenever ``query`` is ``None`` or equal to ``coords``.
+
+Hyperparameters and where they come from (paper = arXiv v4 Section 4 "Implementation details";
+code = the authors' released repository, README Darcy command and ``ONOmodel2.py``):
+
+==================  ==========  ==============================================================
+name                default     source
+==================  ==========  ==============================================================
+width               128         paper ("the model's width is set to 128"), code
+n_layers            8           code (Darcy: ``--n-layers 8``); paper: ONO-8 has ~1M parameters
+ortho_dim (k)       16          paper: 8 or 16 (Table 2 runtime uses 16); code README used 32 at
+                                85 x 85 and 16 at 141 x 141
+n_heads             8           code (``--n-heads 8``); PROTOCOLS
+ffn_ratio           1           code default ``mlp_ratio=1`` (matches the ~1M parameters of ONO-8)
+attention           "linear"    paper: Linear Transformer (Katharopoulos) or Nystrom block; the
+                                authors' Darcy command used ``nystrom`` (set
+                                ``attention: nystrom`` to follow it); their "linear" block is
+                                the ``efficient`` kernel here
+momentum            0.9         paper / code
+quadrature          "mean"      our choice (see above); paper/code: "sum"
+value_proj          True        paper eq. 5 (``W_V``); the released code has no ``W_V`` (False)
+num_landmarks       256         code (``nystrom_attention`` package default); only for nystrom
+pinv_iterations     6           Nystromformer default; only for nystrom
+dropout             0           code
+ortho_ridge         1e-4        ours (see "ridge" above); 0 = the paper
+cholesky_eps        1e-6        ours (code: absolute jitter 1e-6 * 10^j, float32)
+==================  ==========  ==============================================================
+
+Other choices the paper leaves open: the encoder is a two-layer MLP ``d_coord + c_in -> d -> 2d``
+whose output is split into ``g`` and ``h`` (the released code uses one linear layer for the same
+split); ``W_Q`` has no bias (eq. 4); ``mu`` starts at 0 (softplus = 0.69). Weights keep PyTorch's
+default (fan-in scaled) initialisation: the released code's N(0, 0.02^2) makes the first layers
+nearly linear in the 3 input numbers, so the covariance ``C`` starts with a condition number near
+1e9 (about 1e6-1e7 with the default), and in our small overfitting runs it trained markedly slower.
+Training recipe (not part of the model): AdamW, OneCycle peak 1e-3, weight decay 1e-5, gradient
+clipping 0.1, 500 epochs, batch 2-16.
+"""
+
+from __future__ import annotations
+
+import warnings
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+from opflow.data.errors import ConfigError
+
+from .base import OperatorModel, register
+from .layers import MLP, FeedForward, TransformerBlock, check_kernel, nearest_features
+from .transformer import check_batch, is_self_query
+
+QUADRATURES = ("mean", "sum")
+
+
+def jittered_cholesky(c: Tensor, eps: float = 1e-6, max_tries: int = 8) -> Tensor:
+    """Lower Cholesky factor of the symmetric ``c (k, k)``, adding jitter to the diagonal if needed.
+
+    Tries ``c`` itself, then ``c + eps * (tr(c)/k) * 10^j I`` for j = 0..max_tries-1 (``tr(c)/k``
+    replaced by 1 when it is not positive), with a ``RuntimeWarning``. A factorisation counts as
+    failed when ``cholesky_ex`` reports it or when a pivot ``L_ii^2`` falls below the round-off level
+    ``k * machine_eps * max_i c_ii`` (an exactly singular matrix often "succeeds" with such a pivot,
+    and whitening would then blow rounding noise up to unit variance). Raises
+    ``FloatingPointError`` for a non-finite ``c`` and ``RuntimeError`` if every try fails.
+    """
+    k = c.shape[-1]
+    floor = k * torch.finfo(c.dtype).eps * c.detach().diagonal().amax().clamp_min(0)
+
+    def ok(L: Tensor, info: Tensor) -> bool:
+        return not bool(info.any()) and bool((L.detach().diagonal() ** 2).amin() > floor)
+
+    L, info = torch.linalg.cholesky_ex(c)
+    if ok(L, info):
+        return L
+    if not bool(torch.isfinite(c).all()):
+        raise FloatingPointError(
+            "ONO orthogonalisation: the feature covariance has NaN/inf entries (training diverged or the "
+            "inputs are not finite); lower the learning rate, clip gradients, or check the data"
+        )
+    scale = float(c.detach().diagonal().sum()) / k
+    scale = scale if scale > 0 else 1.0
+    eye = torch.eye(k, dtype=c.dtype, device=c.device)
+    for j in range(max_tries):
+        jitter = eps * scale * 10.0**j
+        L, info = torch.linalg.cholesky_ex(c + jitter * eye)
+        if ok(L, info):
+            warnings.warn(
+                "ONO orthogonalisation: feature covariance not positive definite; added jitter eps*tr(C)/k*10^j to its diagonal",
+                RuntimeWarning,
+                stacklevel=2,
+            )
+            return L
+    raise RuntimeError(f"ONO orthogonalisation: Cholesky failed even with jitter {jitter:.3g}; the features are degenerate")
+
+
+def _work_dtype(device: torch.device) -> torch.dtype:
+    """Precision of the k x k covariance algebra: float64, except on MPS (no float64 there)."""
+    return torch.float32 if device.type == "mps" else torch.float64
+
+
+class CholeskyWhitening(nn.Module):
+    """``ort`` of ONO (eqs. 7-9): the matrix ``W = L^{-T}`` (``C = L L^T``) such that ``psi = g^ W``.
+
+    ``forward(g_hat (B, M, k), mask (B, M) | None) -> W (k, k)``, ``W^T (C + delta I) W = I`` with
+    ``delta = ridge * tr(C)/k``. See the module docstring for the covariance, the EMA buffer
+    ``running_cov`` (``momentum`` = weight of the old value) and the train/eval behaviour. ``num_batches_tracked`` counts the training batches seen; the first one
+    initialises the buffer (before any, the buffer is the identity).
+    """
+
+    def __init__(self, dim: int, momentum: float = 0.9, eps: float = 1e-6, ridge: float = 0.0) -> None:
+        super().__init__()
+        self.ridge = ridge
+        if not 0.0 <= momentum < 1.0:
+            raise ConfigError(f"ONO momentum must be in [0, 1) (weight of the old covariance), got {momentum}")
+        self.momentum, self.eps = momentum, eps
+        self.register_buffer("running_cov", torch.eye(dim, dtype=torch.float64))
+        self.register_buffer("num_batches_tracked", torch.tensor(0, dtype=torch.long))
+
+    def _apply(self, fn, recurse=True):  # type: ignore[no-untyped-def]
+        # ``running_cov`` stays in float64 (float32 on MPS, which has no float64) whatever dtype the
+        # model is cast to: a float32 copy of a nearly singular covariance can turn indefinite, and
+        # evaluation would then whiten differently from training.
+        cov = self._buffers.pop("running_cov")
+        try:
+            super()._apply(fn, recurse)
+        finally:
+            device = fn(torch.zeros((), device=cov.device)).device
+            self._buffers["running_cov"] = cov.to(device=device, dtype=_work_dtype(device))
+        return self
+
+    @staticmethod
+    def covariance(g_hat: Tensor, mask: Tensor | None = None) -> Tensor:
+        """Uncentred covariance: mean over samples of ``(1/M_b) sum_{real j} g^_bj g^_bj^T``.
+
+        Accumulated in float64 (float32 on MPS): ``k`` is small, and float32 rounding can make a
+        nearly rank-deficient covariance indefinite.
+        """
+        g_hat = g_hat.to(_work_dtype(g_hat.device))
+        B, M, _ = g_hat.shape
+        if mask is None:
+            return torch.einsum("bmk,bml->kl", g_hat, g_hat) / (B * M)
+        g_hat = torch.where(mask[..., None], g_hat, 0.0)
+        w = mask.to(g_hat.dtype) / mask.sum(-1, keepdim=True).to(g_hat.dtype)  # (B, M), rows sum to 1
+        return torch.einsum("bmk,bml,bm->kl", g_hat, g_hat, w) / B
+
+    def forward(self, g_hat: Tensor, mask: Tensor | None = None) -> Tensor:
+        if self.training:
+            c = self.covariance(g_hat, mask)
+            with torch.no_grad():
+                cd = c.detach()
+                first = self.num_batches_tracked == 0
+                self.running_cov.copy_(torch.where(first, cd, self.momentum * self.running_cov + (1 - self.momentum) * cd))
+                self.num_batches_tracked += 1
+        else:
+            c = self.running_cov
+        work = _work_dtype(c.device)
+        c = c.to(work)
+        c = 0.5 * (c + c.mT)
+        if self.ridge > 0:
+            k = c.shape[-1]
+            c = c + (self.ridge * c.diagonal().sum().detach() / k) * torch.eye(k, dtype=c.dtype, device=c.device)
+        L = jittered_cholesky(c, self.eps)
+        eye = torch.eye(L.shape[-1], dtype=work, device=L.device)
+        return torch.linalg.solve_triangular(L, eye, upper=False).mT.to(g_hat.dtype)
+
+
+class OrthogonalAttention(nn.Module):
+    """One top-flow stage of ONO (eqs. 4-6): eigenfunctions ``psi`` from ``g``, kernel integral, FFN."""
+
+    def __init__(
+        self,
+        width: int,
+        ortho_dim: int,
+        out_dim: int,
+        ffn_ratio: float = 1.0,
+        momentum: float = 0.9,
+        quadrature: str = "mean",
+        value_proj: bool = True,
+        act: str = "gelu",
+        dropout: float = 0.0,
+        eps: float = 1e-6,
+        ridge: float = 1e-4,
+    ) -> None:
+        super().__init__()
+        if quadrature not in QUADRATURES:
+            raise ConfigError(f"ONO quadrature must be one of {list(QUADRATURES)}, got {quadrature!r}")
+        self.quadrature = quadrature
+        self.w_q = nn.Linear(width, ortho_dim, bias=False)
+        self.ort = CholeskyWhitening(ortho_dim, momentum, eps, ridge)
+        self.mu = nn.Parameter(torch.zeros(ortho_dim))
+        self.w_v = nn.Linear(width, width, bias=False) if value_proj else nn.Identity()
+        self.ln = nn.LayerNorm(width)
+        self.ffn = FeedForward(width, ffn_ratio, out_dim, act=act, dropout=dropout)
+
+    def eigenfunctions(self, g: Tensor, mask: Tensor | None = None, g_query: Tensor | None = None) -> tuple[Tensor, Tensor | None]:
+        """``psi = ort(g W_Q)`` at the input points and, with ``g_query``, ``g_query W_Q L^{-T}``."""
+        g_hat = self.w_q(g)
+        w = self.ort(g_hat, mask)
+        return g_hat @ w, (None if g_query is None else self.w_q(g_query) @ w)
+
+    def coefficients(self, psi: Tensor, h: Tensor, mask: Tensor | None = None) -> Tensor:
+        """``diag(softplus(mu)) q(psi^T (h W_V))``, ``(B, k, width)``; padded points excluded."""
+        hv = self.w_v(h)
+        if mask is not None:
+            hv = torch.where(mask[..., None], hv, 0.0)
+        c = psi.mT @ hv
+        if self.quadrature == "mean":
+            n = mask.sum(-1).to(c.dtype)[:, None, None] if mask is not None else h.shape[1]
+            c = c / n
+        return F.softplus(self.mu)[:, None] * c
+
+    def update(self, h: Tensor, psi: Tensor, coeff: Tensor) -> Tensor:
+        """``FFN(LN(psi coeff + h))`` (eq. 6)."""
+        return self.ffn(self.ln(psi @ coeff + h))
+
+
+@register("ono")
+class ONO(OperatorModel):
+    """Orthogonal Neural Operator; see the module docstring for the equations and hyperparameters."""
+
+    def __init__(
+        self,
+        in_channels: int,
+        out_channels: int,
+        coord_dim: int,
+        width: int = 128,
+        n_layers: int = 8,
+        ortho_dim: int = 16,
+        n_heads: int = 8,
+        ffn_ratio: float = 1.0,
+        attention: str = "linear",
+        momentum: float = 0.9,
+        quadrature: str = "mean",
+        value_proj: bool = True,
+        dropout: float = 0.0,
+        act: str = "gelu",
+        num_landmarks: int = 256,
+        pinv_iterations: int = 6,
+        ortho_ridge: float = 1e-4,
+        cholesky_eps: float = 1e-6,
+    ) -> None:
+        super().__init__(in_channels, out_channels, coord_dim)
+        check_kernel(attention)
+        if n_layers < 1 or width < 1 or ortho_dim < 1:
+            raise ConfigError(f"ono needs width, n_layers and ortho_dim >= 1, got {width}, {n_layers}, {ortho_dim}")
+        self.width = width
+        self.encoder = MLP(coord_dim + in_channels, 2 * width, width, act=act)
+        self.blocks = nn.ModuleList(
+            TransformerBlock(width, n_heads, attention, ffn_ratio, dropout, act, num_landmarks=num_landmarks, pinv_iterations=pinv_iterations)
+            for _ in range(n_layers)
+        )
+        self.ortho = nn.ModuleList(
+            OrthogonalAttention(
+                width,
+                ortho_dim,
+                out_channels if i == n_layers - 1 else width,
+                ffn_ratio,
+                momentum,
+                quadrature,
+                value_proj,
+                act,
+                dropout,
+                cholesky_eps,
+                ortho_ridge,
+            )
+            for i in range(n_layers)
+        )
+
+    def forward(
+        self,
+        coords: Tensor,
+        inputs: Tensor,
+        query: Tensor | None = None,
+        mask: Tensor | None = None,
+        grid_shape: tuple[int, ...] | None = None,
+    ) -> Tensor:
+        check_batch(self, coords, inputs, query, mask)
+        if not is_self_query(coords, query):
+            return self.forward_cross(coords, inputs, query, mask)
+        g, h = self.encoder(torch.cat([coords, inputs], -1)).chunk(2, dim=-1)
+        for block, oa in zip(self.blocks, self.ortho):
+            g = block(g, mask)
+            psi, _ = oa.eigenfunctions(g, mask)
+            h = oa.update(h, psi, oa.coefficients(psi, h, mask))
+        return h
+
+    def forward_cross(self, coords: Tensor, inputs: Tensor, query: Tensor, mask: Tensor | None = None) -> Tensor:
+        """The query-stream form (module docstring): outputs ``(B, M, out)`` at ``query (B, M, d)``.
+
+        Equals :meth:`forward` when ``query == coords``.
+        """
+        gx, hx = self.encoder(torch.cat([coords, inputs], -1)).chunk(2, dim=-1)
+        f_query = nearest_features(coords, inputs, query, mask)
+        gy, hy = self.encoder(torch.cat([query, f_query], -1)).chunk(2, dim=-1)
+        last = len(self.blocks) - 1
+        for i, (block, oa) in enumerate(zip(self.blocks, self.ortho)):
+            gy = block(gy, context=gx, context_mask=mask)
+            gx = block(gx, mask)
+            psi_x, psi_y = oa.eigenfunctions(gx, mask, gy)
+            coeff = oa.coefficients(psi_x, hx, mask)
+            hy = oa.update(hy, psi_y, coeff)
+            if i < last:
+                hx = oa.update(hx, psi_x, coeff)
+        return hy
