@@ -11,7 +11,7 @@ import json
 import shlex
 import sys
 
-configfile: "config/default.yaml"
+configfile: f"{workflow.basedir}/config/default.yaml"
 
 sys.path.insert(0, workflow.basedir)
 from opflow.data.errors import ConfigError  # noqa: E402
