@@ -13,7 +13,8 @@ convention whose amplitude is the true one:
 Every sampler takes one :class:`numpy.random.Generator` per sample (from
 :func:`opflow.data.provenance.sample_rng` ``(seed, i)``), draws that sample's white noise from its
 own generator only, then transforms the whole batch in one vectorised FFT/DCT call. Sample ``i`` is
-therefore the same whatever batch or shard it is computed in.
+therefore the same, bit for bit, whatever batch or shard it is computed in (the transforms run per
+sample: a batched FFT may round differently from a single one at large sizes).
 
 Array layout: ``field[b, i1, i2]`` is the value at grid point (x[i1], y[i2]) of sample ``b``; mode
 arrays are indexed ``[k1, k2]`` the same way. White noise is drawn as ``rng.standard_normal(shape)``
@@ -46,6 +47,17 @@ __all__ = [
 # --------------------------------------------------------------------------------------------
 # argument checks (raised before any work)
 
+
+
+def _per_sample(transform, batch: np.ndarray) -> np.ndarray:
+    """Apply ``transform`` to each sample of ``batch`` (leading axis) separately.
+
+    Batched FFTs can round differently from single ones, which would make a sample depend on the
+    batch it is computed in; per-sample transforms keep every sample bit-identical.
+    """
+    if batch.shape[0] == 0:
+        return np.asarray(transform(batch[:1]))[:0] if batch.ndim > 1 else batch
+    return np.stack([transform(b) for b in batch])
 
 def _check_common(n: int, alpha: float, tau: float, sigma: float, what: str) -> None:
     if isinstance(n, bool) or not isinstance(n, int | np.integer):
@@ -159,9 +171,9 @@ def neumann_grf(
     if not rngs:
         return xi
     if convention == "fno":
-        return sfft.idctn(m * xi, type=2, norm="ortho", axes=(1, 2))
+        return _per_sample(lambda c: sfft.idctn(c, type=2, norm="ortho"), m * xi)
     w = _dct1_weights(s)
-    return sfft.dctn((m * np.outer(w, w)) * xi, type=1, axes=(1, 2))
+    return _per_sample(lambda c: sfft.dctn(c, type=1), (m * np.outer(w, w)) * xi)
 
 
 def neumann_cosines(s: int, convention: NeumannConvention = "kl") -> np.ndarray:
@@ -311,7 +323,6 @@ def periodic_grf(
     rngs = _check_rngs(rngs, "periodic_grf")
     _check_periodic(n, dim, alpha, tau, sigma, length, convention)
     shape = (n,) * dim
-    axes = tuple(range(1, dim + 1))
     lam = _periodic_lambda(n, dim, alpha, tau, sigma, length)
     if convention == "fno2020":
         noise = np.empty((len(rngs), 2) + shape)
@@ -322,7 +333,7 @@ def periodic_grf(
         sqrt_eig = n**dim * np.sqrt(2.0) * np.sqrt(lam)
         sqrt_eig[(0,) * dim] = 0.0
         coeff = sqrt_eig * (noise[:, 0] + 1j * noise[:, 1])
-        return np.real(sfft.ifftn(coeff, axes=axes))
+        return np.real(_per_sample(sfft.ifftn, coeff))
     w = np.empty((len(rngs),) + shape)
     for b, rng in enumerate(rngs):
         w[b] = rng.standard_normal(shape)
@@ -332,4 +343,4 @@ def periodic_grf(
     if zero_mean:
         mult[(0,) * dim] = 0.0
     half = mult[..., : n // 2 + 1]  # rfftn keeps the non-negative half of the last axis
-    return sfft.irfftn(sfft.rfftn(w, axes=axes) * half, s=shape, axes=axes)
+    return _per_sample(lambda v: sfft.irfftn(sfft.rfftn(v) * half, s=shape), w)
