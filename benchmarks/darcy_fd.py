@@ -22,37 +22,14 @@ for _var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS", "NUME
     os.environ[_var] = "1"
 
 import argparse  # noqa: E402
-import datetime as _dt  # noqa: E402
-import importlib.metadata  # noqa: E402
 import json  # noqa: E402
-import platform  # noqa: E402
 import sys  # noqa: E402
 import time  # noqa: E402
 from pathlib import Path  # noqa: E402
 
 import numpy as np  # noqa: E402
 
-
-def _versions() -> dict[str, str]:
-    out = {"python": platform.python_version()}
-    for name in ("numpy", "scipy", "pyamg"):
-        try:
-            out[name] = importlib.metadata.version(name)
-        except importlib.metadata.PackageNotFoundError:
-            out[name] = "not installed"
-    return out
-
-
-def _summary(values: list[float]) -> dict[str, float]:
-    v = np.asarray(values, dtype=float)
-    return {"median": float(np.median(v)), "min": float(v.min()), "max": float(v.max())}
-
-
-def _loadavg() -> list[float] | None:
-    try:
-        return [round(x, 2) for x in os.getloadavg()]
-    except OSError:
-        return None
+from benchmarks.common import loadavg, machine, summary, utc_timestamp, write_json_atomic  # noqa: E402
 
 
 def run(resolution: int, samples: int, baseline_samples: int, repeats: int, seed: int, params: dict) -> dict:
@@ -61,7 +38,7 @@ def run(resolution: int, samples: int, baseline_samples: int, repeats: int, seed
     gen = DarcyFD.from_config({**params, "resolution": resolution}, where="--params")
     p = gen.params
     method = gen.method
-    load_start = _loadavg()
+    load_start = loadavg()
 
     # warm-up (first-call imports, FFT plans, eigenvalue cache); not timed
     a0 = gen.coefficients(seed, np.array([0]))[0]
@@ -116,7 +93,7 @@ def run(resolution: int, samples: int, baseline_samples: int, repeats: int, seed
     solve_times = [r["total_solve_s"] for r in per_sample]
     result = {
         "benchmark": "darcy_fd",
-        "created": _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"),
+        "created": utc_timestamp(),
         "resolution": resolution,
         "unknowns": (resolution - 2) ** 2,
         "samples": samples,
@@ -128,15 +105,15 @@ def run(resolution: int, samples: int, baseline_samples: int, repeats: int, seed
         "seed": seed,
         "params": {**gen.params_dict()},
         "method": method,
-        "per_sample_s": _summary([r["per_sample_s"] for r in per_sample]),
-        "solve_s": _summary(solve_times),
-        "solve_cpu_s": _summary([r["total_solve_cpu_s"] for r in per_sample]),
-        "grf_s": _summary([r["grf_s"] for r in per_sample]),
-        "assemble_s": _summary([r["assemble_s"] for r in per_sample]),
-        "setup_s": _summary([r["setup_s"] for r in per_sample]),
-        "pcg_s": _summary([r["pcg_s"] for r in per_sample]),
-        "iterations": _summary([r["iterations"] for r in per_sample]),
-        "relative_residual": _summary([r["relative_residual"] for r in per_sample]),
+        "per_sample_s": summary([r["per_sample_s"] for r in per_sample]),
+        "solve_s": summary(solve_times),
+        "solve_cpu_s": summary([r["total_solve_cpu_s"] for r in per_sample]),
+        "grf_s": summary([r["grf_s"] for r in per_sample]),
+        "assemble_s": summary([r["assemble_s"] for r in per_sample]),
+        "setup_s": summary([r["setup_s"] for r in per_sample]),
+        "pcg_s": summary([r["pcg_s"] for r in per_sample]),
+        "iterations": summary([r["iterations"] for r in per_sample]),
+        "relative_residual": summary([r["relative_residual"] for r in per_sample]),
         "baseline": {
             "method": "scipy.sparse.linalg.spsolve (SuperLU, default ordering), same matrix",
             "samples": len(baseline),
@@ -162,15 +139,11 @@ def run(resolution: int, samples: int, baseline_samples: int, repeats: int, seed
             "speedup_vs_spsolve_cpu: the same with process CPU times"
         ),
         "per_sample": per_sample,
-        "machine": {
-            "cpu_count": os.cpu_count(),
-            "affinity": len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else None,
-            "processor": platform.processor() or platform.machine(),
-            "platform": platform.platform(),
-            "loadavg_start": load_start,
-            "loadavg_end": _loadavg(),
-            **_versions(),
-        },
+        "machine": machine(
+            load_start,
+            packages=("numpy", "scipy", "pyamg"),
+            affinity=len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else None,
+        ),
         "threads": {v: os.environ.get(v) for v in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")},
     }
     return result
@@ -182,13 +155,6 @@ def _timed(fn):
     out = fn()
     _timed.cpu = time.process_time() - c
     return time.perf_counter() - t, out
-
-
-def _write_atomic(path: Path, obj: dict) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
-    tmp.write_text(json.dumps(obj, indent=2) + "\n")
-    os.replace(tmp, path)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -212,7 +178,7 @@ def main(argv: list[str] | None = None) -> int:
     except (ConfigError, SolverError, json.JSONDecodeError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
-    _write_atomic(Path(a.out), res)
+    write_json_atomic(Path(a.out), res)
     s, b = res["solve_s"], res["baseline"]
     print(
         f"darcy_fd {a.resolution}x{a.resolution} ({res['method']}): solve median {s['median']:.3f} s "

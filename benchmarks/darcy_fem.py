@@ -25,10 +25,7 @@ for _var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS", "NUME
     os.environ[_var] = "1"
 
 import argparse  # noqa: E402
-import datetime as _dt  # noqa: E402
-import importlib.metadata  # noqa: E402
 import json  # noqa: E402
-import platform  # noqa: E402
 import subprocess  # noqa: E402
 import sys  # noqa: E402
 import tempfile  # noqa: E402
@@ -36,6 +33,8 @@ import time  # noqa: E402
 from pathlib import Path  # noqa: E402
 
 import numpy as np  # noqa: E402
+
+from benchmarks.common import loadavg, machine, summary, utc_timestamp, versions, write_json_atomic  # noqa: E402
 
 DEFAULT_CASES = [
     {"resolution": 421},
@@ -54,28 +53,6 @@ g.mesh(); t1 = time.perf_counter()
 g.setup(); t2 = time.perf_counter()
 print(json.dumps({"import_and_mesh_s": t1 - t0, "setup_s": t2 - t1}))
 """
-
-
-def _versions() -> dict[str, str]:
-    out = {"python": platform.python_version()}
-    for name in ("numpy", "scipy", "fenics-dolfinx", "dolfinx-solver-real", "petsc4py", "gmsh"):
-        try:
-            out[name] = importlib.metadata.version(name)
-        except importlib.metadata.PackageNotFoundError:
-            pass
-    return out
-
-
-def _summary(values: list[float]) -> dict[str, float]:
-    v = np.asarray(values, dtype=float)
-    return {"median": float(np.median(v)), "min": float(v.min()), "max": float(v.max())}
-
-
-def _loadavg() -> list[float] | None:
-    try:
-        return [round(x, 2) for x in os.getloadavg()]
-    except OSError:
-        return None
 
 
 def run_case(params: dict, samples: int, seed: int) -> dict:
@@ -106,8 +83,8 @@ def run_case(params: dict, samples: int, seed: int) -> dict:
         "setup_s": setup_s,
         "mesh_s": mesh_s,
         "first_sample_s": first_s,
-        "per_sample_s": _summary(rows["total_s"]),
-        **{k: _summary(rows[k]) for k in keys},
+        "per_sample_s": summary(rows["total_s"]),
+        **{k: summary(rows[k]) for k in keys},
     }
 
 
@@ -131,7 +108,7 @@ def fd_reference(resolution: int, samples: int, seed: int) -> dict:
         t0 = time.perf_counter()
         solve(a, 1.0)
         times.append(time.perf_counter() - t0)
-    return {"resolution": resolution, "solve_s": _summary(times)}
+    return {"resolution": resolution, "solve_s": summary(times)}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -145,7 +122,7 @@ def main(argv: list[str] | None = None) -> int:
     if a.samples < 1:
         ap.error("--samples must be >= 1")
     cases = json.loads(a.cases) if a.cases else DEFAULT_CASES
-    load_start = _loadavg()
+    load_start = loadavg()
     results = []
     for params in cases:
         r = run_case(params, a.samples, a.seed)
@@ -159,31 +136,24 @@ def main(argv: list[str] | None = None) -> int:
         )
     report = {
         "benchmark": "darcy_fem",
-        "created": _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"),
+        "created": utc_timestamp(),
         "samples": a.samples,
         "seed": a.seed,
         "timing_rule": "each sample timed once (first sample of each case excluded, reported as first_sample_s); median/min/max over samples",
         "cases": results,
         "fd_reference": [fd_reference(s, min(a.samples, 10), a.seed) for s in sorted({c["resolution"] for c in cases if c.get("domain", "unit_square") == "unit_square"})],
-        "machine": {
-            "platform": platform.platform(),
-            "processor": platform.processor() or platform.machine(),
-            "cpu_count": os.cpu_count(),
-            "threads": 1,
-            "loadavg_start": load_start,
-            "loadavg_end": _loadavg(),
-            "note": "shared development machine (2 cores, other jobs running): absolute times are indicative",
-        },
-        "versions": _versions(),
+        "machine": machine(
+            load_start,
+            threads=1,
+            note="shared development machine (2 cores, other jobs running): absolute times are indicative",
+        ),
+        "versions": versions("numpy", "scipy", "fenics-dolfinx", "dolfinx-solver-real", "petsc4py", "gmsh", missing=None),
     }
     if not a.no_cold:
         report["cold_jit_setup"] = {"params": {"resolution": 85}, **cold_setup({"resolution": 85})}
         print(f"cold JIT set-up at s = 85: {report['cold_jit_setup']}")
     out = Path(a.out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = out.with_name(f".{out.name}.tmp-{os.getpid()}")
-    tmp.write_text(json.dumps(report, indent=2) + "\n")
-    os.replace(tmp, out)
+    write_json_atomic(out, report)
     print(f"wrote {out}")
     return 0
 

@@ -28,8 +28,6 @@ for _var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS", "NUME
     os.environ[_var] = "1"
 
 import argparse  # noqa: E402
-import datetime as _dt  # noqa: E402
-import importlib.metadata  # noqa: E402
 import json  # noqa: E402
 import platform  # noqa: E402
 import sys  # noqa: E402
@@ -43,6 +41,7 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
+from benchmarks.common import summary, utc_timestamp, versions, write_json_atomic  # noqa: E402
 from meshes.elasticity_cell import cell_mesh  # noqa: E402
 from opflow.data.provenance import sample_rng  # noqa: E402
 from solvers.elasticity import ElasticityParams, ElasticitySolver, solve_cell  # noqa: E402
@@ -72,21 +71,6 @@ PUBLISHED = {
 }
 
 
-def _versions() -> dict[str, str]:
-    out = {"python": platform.python_version()}
-    for name in ("numpy", "fenics-dolfinx", "dolfinx-solver-real", "gmsh", "petsc4py"):
-        try:
-            out[name] = importlib.metadata.version(name)
-        except importlib.metadata.PackageNotFoundError:
-            pass
-    return out
-
-
-def _summary(values: list[float]) -> dict[str, float]:
-    a = np.asarray(values, dtype=float)
-    return {"median": float(np.median(a)), "min": float(a.min()), "max": float(a.max())}
-
-
 def time_case(case: dict[str, Any], n: int, seed: int) -> dict[str, Any]:
     params = ElasticityParams(**case)
     prior, spec = params.prior(), params.mesh_spec()
@@ -113,12 +97,12 @@ def time_case(case: dict[str, Any], n: int, seed: int) -> dict[str, Any]:
     total = [a + b for a, b in zip(mesh_s, solve_s, strict=True)]
     return {
         "params": case,
-        "cells": _summary(cells),
-        "nodes": _summary(nodes),
-        "unknowns": _summary([2 * v for v in nodes]),
-        "mesh_s": _summary(mesh_s),
-        "solve_s": _summary(solve_s),
-        "total_s": _summary(total),
+        "cells": summary(cells),
+        "nodes": summary(nodes),
+        "unknowns": summary([2 * v for v in nodes]),
+        "mesh_s": summary(mesh_s),
+        "solve_s": summary(solve_s),
+        "total_s": summary(total),
         "first_sample_s": first,
     }
 
@@ -169,15 +153,15 @@ def main(argv: list[str] | None = None) -> int:
     rows = sample_statistics(base, a.samples, a.seed)
     rows_fine = sample_statistics(fine, a.samples, a.seed)
     keys = ("mean", "mean_area_weighted", "max", "concentration", "max_nodal")
-    stats = {k: {"mean": float(np.mean([r[k] for r in rows])), **_summary([r[k] for r in rows])} for k in rows[0]}
+    stats = {k: {"mean": float(np.mean([r[k] for r in rows])), **summary([r[k] for r in rows])} for k in rows[0]}
     discretisation = {
-        k: _summary([abs(r[k] - f[k]) / abs(f[k]) for r, f in zip(rows, rows_fine, strict=True)]) for k in keys
+        k: summary([abs(r[k] - f[k]) / abs(f[k]) for r, f in zip(rows, rows_fine, strict=True)]) for k in keys
     }
     print(json.dumps({k: stats[k] for k in keys}, indent=1))
 
     result = {
         "benchmark": "elasticity",
-        "created": _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"),
+        "created": utc_timestamp(),
         "seed": a.seed,
         "timing_rule": (
             "each sample timed once (mesh = gmsh geometry + meshing + extraction; solve = dolfinx mesh, "
@@ -196,13 +180,10 @@ def main(argv: list[str] | None = None) -> int:
         },
         "published": PUBLISHED,
         "machine": {"platform": platform.platform(), "processor": platform.processor(), "cpus": os.cpu_count()},
-        "versions": _versions(),
+        "versions": versions("numpy", "fenics-dolfinx", "dolfinx-solver-real", "gmsh", "petsc4py", missing=None),
     }
     out = Path(a.out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = out.with_name(f".{out.name}.tmp-{os.getpid()}")
-    tmp.write_text(json.dumps(result, indent=1) + "\n")
-    os.replace(tmp, out)
+    write_json_atomic(out, result, indent=1)
     print(f"wrote {out}")
     return 0
 

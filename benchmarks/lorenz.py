@@ -26,32 +26,13 @@ for _var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS", "NUME
     os.environ[_var] = "1"
 
 import argparse  # noqa: E402
-import datetime as _dt  # noqa: E402
-import importlib.metadata  # noqa: E402
-import json  # noqa: E402
-import platform  # noqa: E402
 import sys  # noqa: E402
 import time  # noqa: E402
 from pathlib import Path  # noqa: E402
 
 import numpy as np  # noqa: E402
 
-
-def _loadavg() -> list[float] | None:
-    try:
-        return [round(x, 2) for x in os.getloadavg()]
-    except OSError:
-        return None
-
-
-def _versions() -> dict[str, str]:
-    out = {"python": platform.python_version()}
-    for name in ("numpy", "scipy"):
-        try:
-            out[name] = importlib.metadata.version(name)
-        except importlib.metadata.PackageNotFoundError:
-            out[name] = "not installed"
-    return out
+from benchmarks.common import loadavg, machine, utc_timestamp, write_json_atomic  # noqa: E402
 
 
 def _scipy_solve(s0: np.ndarray, t: np.ndarray, rtol: float, atol: float, sigma: float, rho: float, beta: float) -> np.ndarray:
@@ -78,7 +59,7 @@ def run(samples: int, scipy_samples: int, reference_samples: int, repeats: int, 
     gen = Lorenz63.from_config({"dt": dt, "T": T}, where="benchmark")
     p = gen.params
     t = gen.base_times
-    load_start = _loadavg()
+    load_start = loadavg()
     s0 = gen.initial_states([sample_rng(seed, i) for i in range(samples)])
     f = lorenz63_rhs(p.sigma, p.rho, p.beta)
 
@@ -108,7 +89,7 @@ def run(samples: int, scipy_samples: int, reference_samples: int, repeats: int, 
     scipy_extrapolated = scipy_time * samples / ns
     return {
         "benchmark": "lorenz",
-        "created": _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"),
+        "created": utc_timestamp(),
         "problem": {"sigma": p.sigma, "rho": p.rho, "beta": p.beta, "T": T, "dt": dt, "output_times": int(t.size), "ic_box": [p.x0_range, p.y0_range, p.z0_range]},
         "samples": samples,
         "seed": seed,
@@ -143,23 +124,8 @@ def run(samples: int, scipy_samples: int, reference_samples: int, repeats: int, 
             "scipy_max_abs_error": {"max": float(err_scipy.max()), "median": float(np.median(err_scipy))},
             "state_max_abs": float(np.abs(fine).max()),
         },
-        "machine": {
-            "cpu_count": os.cpu_count(),
-            "processor": platform.processor() or platform.machine(),
-            "platform": platform.platform(),
-            "loadavg_start": load_start,
-            "loadavg_end": _loadavg(),
-            "shared": "the machine may run other jobs; see loadavg",
-            **_versions(),
-        },
+        "machine": machine(load_start, packages=("numpy", "scipy"), shared="the machine may run other jobs; see loadavg"),
     }
-
-
-def _write_atomic(path: Path, obj: dict) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
-    tmp.write_text(json.dumps(obj, indent=2) + "\n")
-    os.replace(tmp, path)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -184,7 +150,7 @@ def main(argv: list[str] | None = None) -> int:
     except (ConfigError, SolverError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
-    _write_atomic(Path(a.out), res)
+    write_json_atomic(Path(a.out), res)
     b, s = res["batched"], res["scipy"]
     print(
         f"lorenz63 {a.samples} trajectories, T = {a.T}, dt = {a.dt}: batched {b['wall_s_median']:.2f} s (median of {a.repeats}), "

@@ -23,9 +23,10 @@ import platform
 import statistics
 import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
+
+from benchmarks.common import loadavg, write_json_atomic
 
 CONFIGS = {
     "ono": {"arch": "ono", "width": 128, "n_layers": 8, "n_heads": 8, "ortho_dim": 16, "ffn_ratio": 1.0, "attention": "nystrom"},
@@ -129,7 +130,7 @@ def main(argv: list[str] | None = None) -> int:
         "batch": a.batch,
         "repeats": a.repeats,
         "torch": torch.__version__,
-        "load_average_before": os.getloadavg(),
+        "load_average_before": loadavg(),
         "models": {},
     }
     for name in a.models.split(","):
@@ -144,12 +145,9 @@ def main(argv: list[str] | None = None) -> int:
     if "linear_transformer" in ms:
         base = ms["linear_transformer"]["train_s_per_sample"]
         results["cost_ratio_vs_linear_transformer"] = {k: v["train_s_per_sample"] / base for k, v in ms.items()}
-    results["load_average_after"] = os.getloadavg()
+    results["load_average_after"] = loadavg()
     out = Path(a.out or f"benchmarks/results/models_{a.device.split(':')[0]}.json")
-    out.parent.mkdir(parents=True, exist_ok=True)
-    with tempfile.NamedTemporaryFile("w", dir=out.parent, delete=False, suffix=".tmp") as f:
-        json.dump(results, f, indent=2)
-    os.replace(f.name, out)
+    write_json_atomic(out, results)
     print(f"wrote {out}")
     return 0
 

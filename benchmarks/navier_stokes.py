@@ -24,7 +24,6 @@ import os
 import platform
 import statistics
 import sys
-import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -34,6 +33,7 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from benchmarks.common import loadavg, write_json_atomic  # noqa: E402
 from opflow.data.provenance import sample_rng  # noqa: E402
 from solvers.base import SolverError  # noqa: E402
 from solvers.grf import periodic_grf  # noqa: E402
@@ -211,20 +211,6 @@ def full_protocol(samples: int, device: str) -> dict:
     return out
 
 
-def write_json_atomic(path: Path, data: dict) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w") as f:
-            json.dump(data, f, indent=1)
-            f.write("\n")
-        os.chmod(tmp, 0o644)  # mkstemp creates 0600
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-
-
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--device", default="cpu", help="cpu, cuda, cuda:<i> or auto")
@@ -266,7 +252,7 @@ def main(argv: list[str] | None = None) -> int:
         batches.setdefault(n, [1])
         steps.setdefault(n, 40)
 
-    load_start = os.getloadavg()
+    load_start = loadavg()
     started = time.time()
     result: dict[str, Any] = {
         "benchmark": "navier_stokes",
@@ -300,9 +286,9 @@ def main(argv: list[str] | None = None) -> int:
                 )
     if a.full_protocol > 0:
         result["full_protocol"] = full_protocol(a.full_protocol, device)
-    result["machine"]["load_average_at_end"] = os.getloadavg()
+    result["machine"]["load_average_at_end"] = loadavg()
     result["elapsed_s"] = time.time() - started
-    write_json_atomic(a.out, result)
+    write_json_atomic(a.out, result, indent=1)
     print(f"wrote {a.out}")
     return 0
 

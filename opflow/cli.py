@@ -99,8 +99,12 @@ def _show(a: argparse.Namespace) -> int:
         for k, v in m.items():
             if isinstance(v, int | float):
                 print(f"  {k}: {v:.5g}")
+        for name, v in (m.get("frame_groups") or {}).items():
+            print(f"  frames {v['frames'][0]}-{v['frames'][1]} ({name}): rel L2 mean {v['rel_l2_mean']:.5g}")
         for res, v in (r.get("zero_shot") or {}).items():
             print(f"  zero-shot {res}: rel L2 mean {v.get('rel_l2_mean', float('nan')):.5g}")
+        for name, v in (r.get("eval_sets") or {}).items():
+            print(f"  eval set {name}: rel L2 mean {v['rel_l2_mean']:.5g} median {v['rel_l2_median']:.5g} max {v['rel_l2_max']:.5g}")
     return 0
 
 
@@ -227,10 +231,18 @@ def _train(a: argparse.Namespace) -> int:
     return 0
 
 
+def _eval_set_arg(text: str) -> tuple[str, str]:
+    name, sep, path = text.partition("=")
+    if not sep or not name or not path:
+        raise argparse.ArgumentTypeError(f"expected NAME=FILE, got {text!r}")
+    return name, path
+
+
 def _evaluate_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("model_file", help="model.pt written by opflow train")
     p.add_argument("--data", required=True, help="dataset file whose test split is evaluated")
     p.add_argument("--zero-shot", nargs="*", default=[], metavar="FILE", help="the same dataset at other resolutions")
+    p.add_argument("--eval-set", action="append", default=[], type=_eval_set_arg, metavar="NAME=FILE", help="an extra evaluation set (repeatable)")
     p.add_argument("--out", required=True, help="results JSON")
     p.add_argument("--png", help="prediction/error figure (default: the JSON path with .png)")
     p.add_argument("--no-png", action="store_true", help="skip the figure")
@@ -246,14 +258,18 @@ def _evaluate(a: argparse.Namespace) -> int:
     from pathlib import Path
 
     from opflow.config import eval_config, load_config_files
+    from opflow.data.errors import ConfigError
     from opflow.evaluate import evaluate
 
     if a.eval_config:
         cfg = eval_config({"evaluate": _json_arg(a.eval_config)})
     else:
         cfg = eval_config(load_config_files(a.config) if a.config else {})
+    names = [n for n, _ in a.eval_set]
+    if len(set(names)) != len(names):
+        raise ConfigError(f"--eval-set names repeat: {names}; give each evaluation set its own name")
     png = None if a.no_png else (a.png or str(Path(a.out).with_suffix(".png")))
-    evaluate(a.model_file, a.data, a.out, zero_shot=a.zero_shot, png=png, config=cfg, device=a.device, threads=a.threads)
+    evaluate(a.model_file, a.data, a.out, zero_shot=a.zero_shot, eval_sets=dict(a.eval_set), png=png, config=cfg, device=a.device, threads=a.threads)
     return 0
 
 

@@ -24,6 +24,11 @@ github.com/xzppp/ONO: ``Darcy_example.py`` and the Darcy command line in its REA
   physical units, as the paper states and the first version of the script did; the last version
   compares in normalised units (``loss_space: normalized``).
 
+Per dataset besides the splits: ``task`` (which variables are inputs and outputs; inputs without
+the point dimension become per-sample globals), ``view`` (how the file becomes pairs: grid,
+series, mesh, window with rollout, one_step; :mod:`opflow.data.views`) and ``eval_sets`` (extra
+evaluation sets, datasets or sources, reported by name in the results; :func:`eval_sets_of`).
+
 ``resolve_run`` merges everything a training run depends on into one JSON-serialisable dict with a
 hash. The hash covers what changes the trained weights (model, training numerics, task, dataset
 definition), not the operational settings in :data:`OPERATIONAL_KEYS` (device, worker and thread
@@ -45,6 +50,7 @@ from typing import Any, Literal
 
 from opflow.data.errors import ConfigError
 from opflow.data.provenance import params_hash
+from opflow.data.views import View, parse_view
 
 Loss = Literal["rel_l2", "rel_h1", "mse"]
 NormalizerKind = Literal["unit_gaussian", "pointwise", "none"]
@@ -260,7 +266,10 @@ def check_model_entry(config: Mapping[str, Any], model: str) -> None:
 def task_of(config: Mapping[str, Any], dataset: str) -> dict[str, list[str] | None]:
     """``datasets.<dataset>.task`` checked: ``{"inputs": [...] | None, "outputs": [...] | None}``.
 
-    ``None`` means "the file's variables with role input (output)", resolved when the file is read.
+    ``None`` means "the file's variables with role input (output)", resolved when the file is read
+    (for trajectory views the inputs default to the outputs). ``inputs: []`` means no input
+    features: the coordinates alone. Inputs without the point dimension become globals
+    (:mod:`opflow.data.torch_data`).
     """
     where = f"datasets.{dataset}.task"
     task = (config.get("datasets") or {}).get(dataset, {}).get("task") or {}
@@ -277,8 +286,10 @@ def task_of(config: Mapping[str, Any], dataset: str) -> dict[str, list[str] | No
             continue
         if isinstance(names, str):
             names = [names]
-        if not isinstance(names, list | tuple) or not names or not all(isinstance(n, str) and n for n in names):
-            raise ConfigError(f"{where}.{key}: expected a non-empty list of variable names, got {names!r}")
+        # inputs may be empty: the point coordinates alone are the input (elasticity point clouds)
+        empty_ok = key == "inputs" and isinstance(names, list | tuple) and not names
+        if not isinstance(names, list | tuple) or not (names or empty_ok) or not all(isinstance(n, str) and n for n in names):
+            raise ConfigError(f"{where}.{key}: expected a {'' if key == 'inputs' else 'non-empty '}list of variable names, got {names!r}")
         if len(set(names)) != len(names):
             raise ConfigError(f"{where}.{key}: variable names repeat in {list(names)}")
         out[key] = list(names)
@@ -317,9 +328,42 @@ def eval_config(config: Mapping[str, Any]) -> EvalConfig:
     return EvalConfig.from_dict(config.get("evaluate"), "evaluate")
 
 
+def view_of(config: Mapping[str, Any], dataset: str) -> View:
+    """``datasets.<dataset>.view`` checked (:func:`opflow.data.views.parse_view`; default ``auto``)."""
+    ds = (config.get("datasets") or {}).get(dataset) or {}
+    return parse_view(ds.get("view"), f"datasets.{dataset}.view")
+
+
+def eval_sets_of(config: Mapping[str, Any], dataset: str) -> dict[str, tuple[str, str]]:
+    """``datasets.<dataset>.eval_sets`` checked: ``{name: ("dataset" | "source", that name)}``.
+
+    Each extra evaluation set names a dataset (its test split is evaluated) or a source (every
+    sample is evaluated: a generated set such as Lorenz-63 test trajectories at another time step,
+    regenerated with ``index_offset`` so that they are the main set's test trajectories).
+    """
+    where = f"datasets.{dataset}.eval_sets"
+    sets = ((config.get("datasets") or {}).get(dataset) or {}).get("eval_sets") or {}
+    if not isinstance(sets, Mapping):
+        raise ConfigError(f"{where}: expected a mapping {{name: dataset or source}}")
+    datasets, sources = config.get("datasets") or {}, config.get("sources") or {}
+    out: dict[str, tuple[str, str]] = {}
+    for name, target in sets.items():
+        if not isinstance(name, str) or not re.fullmatch(r"[A-Za-z0-9_.+-]+", name):
+            raise ConfigError(f"{where}: set name {name!r} must be letters, digits and _ . + -")
+        if target in datasets:
+            out[name] = ("dataset", target)
+        elif target in sources:
+            out[name] = ("source", target)
+        else:
+            raise ConfigError(f"{where}.{name}: {target!r} is neither a dataset nor a source; datasets: {sorted(datasets)}, sources: {sorted(sources)}")
+    return out
+
+
 def run_identity(run: Mapping[str, Any]) -> dict[str, Any]:
     """The part of a run config that the hash covers (operational training keys left out)."""
     ident = {k: run[k] for k in ("dataset", "model", "model_config", "task", "data")}
+    if run.get("view") is not None:
+        ident["view"] = run["view"]
     ident["training"] = {k: v for k, v in run["training"].items() if k not in OPERATIONAL_KEYS}
     return ident
 
@@ -332,13 +376,16 @@ def resolve_run(config: Mapping[str, Any], dataset: str, model: str, data_file: 
     """Everything one training run depends on, merged and checked, with its hash.
 
     Keys: ``dataset``, ``model``, ``model_config`` (arch + hyperparameters), ``training`` (all
-    :class:`TrainConfig` fields), ``task``, ``data`` (the dataset's definition: source, resolution,
-    split sizes), ``paths`` (the training file, when given; not hashed) and ``hash``.
+    :class:`TrainConfig` fields), ``task``, ``view`` (only when the dataset sets one, so that runs
+    of the grid datasets keep their hashes), ``data`` (the dataset's definition: source,
+    resolution, split sizes), ``paths`` (the training file, when given; not hashed) and ``hash``.
     """
     datasets = config.get("datasets") or {}
     if dataset not in datasets:
         raise ConfigError(f"datasets: no dataset {dataset!r}; configured: {sorted(datasets)}")
     ds = datasets[dataset]
+    if not ds.get("train"):
+        raise ConfigError(f"datasets.{dataset}: train is 0, so it has nothing to train on; it can serve as another dataset's eval_sets entry")
     run: dict[str, Any] = {
         "dataset": dataset,
         "model": model,
@@ -348,6 +395,8 @@ def resolve_run(config: Mapping[str, Any], dataset: str, model: str, data_file: 
         "data": {"source": ds.get("source"), "resolution": ds.get("resolution"), "train": ds.get("train"), "val": ds.get("val") or 0, "test": ds.get("test")},
         "paths": {"train_data": str(data_file) if data_file is not None else None},
     }
+    if ds.get("view") is not None:
+        run["view"] = view_of(config, dataset).to_dict()
     run["hash"] = run_hash(run)
     return run
 
@@ -366,7 +415,7 @@ def diff_keys(a: Mapping[str, Any], b: Mapping[str, Any], prefix: str = "") -> l
 
 
 def check_learning_config(config: Mapping[str, Any]) -> None:
-    """Check training, models, tasks and evaluate sections; raise :class:`ConfigError` naming the key.
+    """Check training, models, tasks, views, eval sets and evaluate; raise :class:`ConfigError` naming the key.
 
     Called by the Snakefile at load time, before any job runs.
     """
@@ -379,6 +428,8 @@ def check_learning_config(config: Mapping[str, Any]) -> None:
         TrainConfig.from_dict((models[m] or {}).get("training"), f"models.{m}.training")
     for d in datasets:
         task_of(config, d)
+        view_of(config, d)
+        eval_sets_of(config, d)
         TrainConfig.from_dict((datasets[d] or {}).get("training"), f"datasets.{d}.training")
         for m in models:
             train_config(config, d, m)

@@ -1,26 +1,43 @@
-"""Evaluation of a trained model: test errors, zero-shot resolutions, speed, memory, provenance.
+"""Evaluation of a trained model: test errors, zero-shot and extra evaluation sets, speed, memory, provenance.
 
-``evaluate(model.pt, data file, results.json, zero_shot=[files...], png=...)`` writes one JSON
-record (atomically) with:
+``evaluate(model.pt, data file, results.json, zero_shot=[files...], eval_sets={name: file}, png=...)``
+writes one JSON record (atomically) with:
 
-* the dataset and model names, the full run config and its hash, and the SHA-256 of every data
-  file read (test file and zero-shot files);
+* the dataset and model names, the view, the full run config and its hash, and the SHA-256 of
+  every data file read (test file, zero-shot files, evaluation sets);
 * parameter count, epochs, training time and training device (from ``model.pt``);
 * relative L2 errors on the test split in physical units (the normalisers are inverted first):
   mean, median, population standard deviation and maximum over test samples of the per-sample
-  error over all output channels, and the same per channel (:mod:`opflow.metrics`);
+  error over all output channels, and the same per output variable (:mod:`opflow.metrics`);
+* view-specific errors. Trajectories under a ``window`` view are rolled out autoregressively
+  (:mod:`opflow.data.trajectory`): ``metrics`` is then the full-trajectory error over all
+  predicted frames, ``per_step`` the error of each predicted frame, ``frame_groups`` the ONO
+  "seen" / "unseen" frames when training used only some of them, and ``teacher_forced`` the
+  one-step errors with true input frames (the training task) for every predicted frame;
 * the same statistics on the test split of every zero-shot file (same samples at another
   resolution: the workflow passes ``data/<dataset>/r<res>.nc`` for each ``zero_shot`` entry),
   keyed by resolution;
-* inference time per sample: normalise + forward + decode of one batch already on the device,
-  divided by the batch size; the median over the test batches after ``warmup_batches`` untimed
-  batches (CUDA synchronised around each batch);
+* ``eval_sets``: the same statistics on each extra evaluation set of the dataset
+  (``datasets.<name>.eval_sets``), keyed by its name: the test split of a derived dataset, or
+  every sample of a generated source without splits (e.g. the Lorenz-63 test trajectories at
+  other time steps and on the non-uniform grid, Calvello et al. 2024 Sec. 6.1, whose median and
+  worst errors are the published statistics);
+* inference time per sample: normalise + forward + decode of one batch already on the device
+  (the whole rollout for trajectories), divided by the batch size; the median over the test
+  batches after ``warmup_batches`` untimed batches (CUDA synchronised around each batch);
 * peak memory of that pass: ``cuda_max_allocated`` on a GPU, ``cpu_peak_rss_delta`` on the CPU
   (the ``kind`` field says which; see :class:`opflow.runtime.PeakMemory`);
 * device, package versions and git commit.
 
-Beside it a PNG shows, for the test samples at the median and the worst error (more quantiles
-with ``n_plot_samples`` > 2), input, truth, prediction and error.
+Beside it a PNG shows the test samples at the median and the worst error (more quantiles with
+``n_plot_samples`` > 2): input, truth, prediction and error on grids; truth / prediction / error
+at a few predicted frames for rollouts; time series for series; ``tripcolor`` on meshes
+(:mod:`opflow.plots`).
+
+Command line (what ``rules/evaluate.smk`` runs)::
+
+    opflow evaluate MODEL --data FILE --out JSON [--png PNG] [--zero-shot FILE...]
+        [--eval-set NAME=FILE ...] [--eval-config JSON] [--threads N] [--device D]
 """
 
 from __future__ import annotations
@@ -40,12 +57,13 @@ from torch.utils.data import DataLoader
 
 from opflow.config import EvalConfig
 from opflow.data.errors import DatasetError
-from opflow.data.normalize import Normalizer, normalizer_from_state
-from opflow.data.provenance import git_commit, package_versions
-from opflow.data.torch_data import GridDataset, Task, collate, output_mask, to_device
-from opflow.metrics import relative_l2, relative_l2_joint, summary
+from opflow.data.format import open_dataset
+from opflow.data.provenance import git_commit, json_default, package_versions
+from opflow.data.torch_data import ArrayDataset, Normalizers, Task, collate, output_mask, to_device
+from opflow.data.views import make_dataset
+from opflow.metrics import relative_l2_groups, squared_sums, summary
 from opflow.runtime import PeakMemory, choose_device, set_threads
-from opflow.train import atomic_write_text, file_sha256, forward, load_model
+from opflow.train import atomic_write_text, file_sha256, load_model, predict_batch
 
 log = logging.getLogger("opflow.evaluate")
 
@@ -57,50 +75,60 @@ def _sync(device: torch.device) -> None:
         torch.cuda.synchronize(device)
 
 
-def _stats(joint: np.ndarray, per_channel: np.ndarray, names: Sequence[str]) -> dict[str, Any]:
-    s = summary(joint)
+def _summ(errors: np.ndarray) -> dict[str, float]:
+    return {k: v for k, v in summary(errors).items() if k != "n"}
+
+
+def _stats(e2: np.ndarray, r2: np.ndarray, ds: ArrayDataset) -> dict[str, Any]:
+    """Statistics over samples of the joint error and of each output variable's error."""
+    s = summary(relative_l2_groups(e2, r2))
     out: dict[str, Any] = {f"rel_l2_{k}": v for k, v in s.items() if k != "n"}
     out["n_samples"] = s["n"]
-    out["per_channel"] = {n: {k: v for k, v in summary(per_channel[:, c]).items() if k != "n"} for c, n in enumerate(names)}
+    names = list(ds.task.outputs)
+    n_out = len(names)
+    # output variable c is every n_out-th channel (rollout targets are step-major)
+    out["per_channel"] = {n: _summ(relative_l2_groups(e2, r2, range(c, e2.shape[1], n_out))) for c, n in enumerate(names)}
     return out
 
 
+def _rollout_stats(e2: np.ndarray, r2: np.ndarray, ds: Any) -> dict[str, Any]:
+    """Per predicted frame, and the ONO seen / unseen frame groups, of a rollout."""
+    f = ds.n_fields
+    per_step = [
+        {"frame": int(j), "t": float(t), **{f"rel_l2_{k}": v for k, v in _summ(relative_l2_groups(e2, r2, range(i * f, (i + 1) * f))).items()}}
+        for i, (j, t) in enumerate(zip(ds.predicted_frames, ds.times, strict=True))
+    ]
+    groups = {}
+    for name, ch in ds.step_groups().items():
+        frames = sorted({int(ds.predicted_frames[c // f]) for c in ch})
+        groups[name] = {"frames": [frames[0], frames[-1]], **{f"rel_l2_{k}": v for k, v in _summ(relative_l2_groups(e2, r2, ch)).items()}}
+    return {"per_step": per_step, "frame_groups": groups}
+
+
 @torch.no_grad()
-def _run_split(
-    model: torch.nn.Module,
-    ds: GridDataset,
-    x_norm: Normalizer,
-    y_norm: Normalizer,
-    device: torch.device,
-    batch_size: int,
-    warmup: int,
-) -> dict[str, Any]:
-    """Per-sample errors, per-batch inference times and peak memory over one test split."""
+def _run_split(model: torch.nn.Module, ds: ArrayDataset, norms: Normalizers, device: torch.device, batch_size: int, warmup: int) -> dict[str, Any]:
+    """Per-sample, per-channel squared sums, per-batch inference times and peak memory over one set."""
     loader = DataLoader(ds, batch_size=batch_size, shuffle=False, collate_fn=collate)
     model.eval()
     for i, batch in enumerate(loader):  # warm-up (kernels, allocator, lazy init), untimed
         if i >= warmup:
             break
-        forward(model, to_device(batch, device), x_norm, y_norm)
+        predict_batch(model, to_device(batch, device), norms)
     _sync(device)
-    joint, per, times = [], [], []
+    e2s, r2s, times = [], [], []
     with PeakMemory(device) as mem:
         for batch in loader:
             b = to_device(batch, device)
             _sync(device)
             t0 = time.perf_counter()
-            pred = y_norm.decode(forward(model, b, x_norm, y_norm), b.get("grid_shape"))
+            pred = predict_batch(model, b, norms)
             _sync(device)
             times.append((time.perf_counter() - t0) / b["inputs"].shape[0])
-            m = output_mask(b)
-            joint.append(relative_l2_joint(pred.double(), b["target"].double(), m).cpu())
-            per.append(relative_l2(pred.double(), b["target"].double(), m).cpu())
-    return {
-        "joint": torch.cat(joint).numpy(),
-        "per_channel": torch.cat(per).numpy(),
-        "times": np.asarray(times),
-        "memory": mem.as_dict(),
-    }
+            e2, r2 = squared_sums(pred.double(), b["target"].double(), output_mask(b))
+            e2s.append(e2.cpu())
+            r2s.append(r2.cpu())
+    e2, r2 = torch.cat(e2s).numpy(), torch.cat(r2s).numpy()
+    return {"e2": e2, "r2": r2, "joint": relative_l2_groups(e2, r2), "times": np.asarray(times), "memory": mem.as_dict()}
 
 
 def plot_indices(errors: np.ndarray, n: int) -> list[int]:
@@ -117,9 +145,18 @@ def plot_indices(errors: np.ndarray, n: int) -> list[int]:
     return picked
 
 
-def _resolution_key(ds: GridDataset) -> str:
+def _resolution_key(ds: ArrayDataset) -> str:
     gs = ds.grid_shape
+    if ds.kind in ("series", "mesh"):
+        return ds.grid_label()  # type: ignore[attr-defined]
+    if gs is None:
+        return "points"
     return str(gs[0]) if len(set(gs)) == 1 else "x".join(map(str, gs))
+
+
+def _has_split(path: str | os.PathLike) -> bool:
+    with open_dataset(path) as nc:
+        return "split" in nc.variables
 
 
 def evaluate(
@@ -128,51 +165,79 @@ def evaluate(
     out_json: str | os.PathLike,
     *,
     zero_shot: Sequence[str | os.PathLike] = (),
+    eval_sets: Mapping[str, str | os.PathLike] | None = None,
     png: str | os.PathLike | None = None,
     config: EvalConfig | Mapping[str, Any] | None = None,
     device: str | None = None,
     threads: int | None = None,
 ) -> dict[str, Any]:
-    """Evaluate ``model_path`` on the test split of ``data_file`` (and zero-shot files); see module doc."""
+    """Evaluate ``model_path`` on the test split of ``data_file`` (zero-shot files, eval sets); see module doc."""
     cfg = config if isinstance(config, EvalConfig) else EvalConfig.from_dict(config)
     set_threads(threads if threads is not None else cfg.threads)
     dev = choose_device(device or cfg.device)
     model, rec = load_model(model_path, dev)
-    x_norm = normalizer_from_state(rec["normalizers"]["inputs"]).to(dev)
-    y_norm = normalizer_from_state(rec["normalizers"]["outputs"]).to(dev)
+    norms = Normalizers.from_state(rec["normalizers"]).to(dev)
     t = rec["task"]
     task = Task(tuple(t["inputs"]), tuple(t["outputs"]))
+    view = rec.get("view")
+    if view is None and t.get("view_kind"):
+        view = {"kind": t["view_kind"]}  # the view the model was trained on, inferred then
     name = f"{rec['dataset']}_{rec['model']}"
 
     files: dict[str, dict[str, Any]] = {}
 
-    def load(path: str | os.PathLike, role: str) -> GridDataset:
-        ds = GridDataset(path, "test", task)
+    def load(path: str | os.PathLike, role: str, split: str | None = "test") -> ArrayDataset:
+        ds = make_dataset(path, split, task, view, purpose="rollout")
         if len(ds) == 0:
-            raise DatasetError(f"{path}: the test split is empty; nothing to evaluate")
+            raise DatasetError(f"{path}: the {split or 'whole'} set is empty; nothing to evaluate")
         if ds.coord_dim != t["coord_dim"]:
             raise DatasetError(f"{path}: {ds.coord_dim}-D points but {model_path} was trained on {t['coord_dim']}-D points")
-        files[str(path)] = {"sha256": file_sha256(path), "role": role, "grid_shape": list(ds.grid_shape), "n_test": len(ds)}
+        if ds.global_channels != t.get("global_channels", 0):
+            raise DatasetError(f"{path}: {ds.global_channels} global input channel(s) but {model_path} was trained with {t.get('global_channels', 0)}")
+        files[str(path)] = {
+            "sha256": file_sha256(path),
+            "role": role,
+            "grid_shape": list(ds.grid_shape) if ds.grid_shape is not None else None,
+            "n_test": len(ds),
+            "split": split or "all",
+        }
         return ds
 
     test_ds = load(data_file, "test")
     log.info("%s: evaluating on %d test samples of %s (%s)", name, len(test_ds), data_file, dev)
-    main = _run_split(model, test_ds, x_norm, y_norm, dev, cfg.batch_size, cfg.warmup_batches)
-    metrics = _stats(main["joint"], main["per_channel"], task.outputs)
+    main = _run_split(model, test_ds, norms, dev, cfg.batch_size, cfg.warmup_batches)
+    metrics = _stats(main["e2"], main["r2"], test_ds)
+    if test_ds.rollout_steps:
+        metrics.update(_rollout_stats(main["e2"], main["r2"], test_ds))
+        # teacher-forced one-step pairs for every predicted frame (also those left out of training)
+        tf = make_dataset(data_file, "test", task, {**(view or {}), "train_frames": None}, purpose="train")
+        r = _run_split(model, tf, norms, dev, cfg.batch_size, 0)
+        metrics["teacher_forced"] = {**{f"rel_l2_{k}": v for k, v in _summ(r["joint"]).items()}, "n_pairs": len(tf)}
+
+    def extra(path: str | os.PathLike, role: str, split: str | None) -> dict[str, Any]:
+        ds = load(path, role, split)
+        r = _run_split(model, ds, norms, dev, cfg.batch_size, min(cfg.warmup_batches, 1))
+        res = {**_stats(r["e2"], r["r2"], ds), "file": str(path), "split": split or "all", "discretisation": _resolution_key(ds)}
+        if ds.rollout_steps:
+            res.update(_rollout_stats(r["e2"], r["r2"], ds))
+        return {**res, "peak_memory": r["memory"], "inference_time_per_sample_s": float(np.median(r["times"]))}
 
     zs: dict[str, Any] = {}
     for f in zero_shot:
-        ds = load(f, "zero_shot")
-        r = _run_split(model, ds, x_norm, y_norm, dev, cfg.batch_size, min(cfg.warmup_batches, 1))
-        key = _resolution_key(ds)
-        zs[key] = {**_stats(r["joint"], r["per_channel"], task.outputs), "file": str(f), "peak_memory": r["memory"], "inference_time_per_sample_s": float(np.median(r["times"]))}
-        log.info("%s: zero-shot at %s: rel L2 mean %.5g", name, key, zs[key]["rel_l2_mean"])
+        res = extra(f, "zero_shot", "test")
+        zs[res["discretisation"]] = res
+        log.info("%s: zero-shot at %s: rel L2 mean %.5g", name, res["discretisation"], res["rel_l2_mean"])
+    es: dict[str, Any] = {}
+    for set_name, f in (eval_sets or {}).items():
+        es[set_name] = extra(f, f"eval_set:{set_name}", "test" if _has_split(f) else None)
+        log.info("%s: eval set %s (%s): rel L2 median %.5g max %.5g", name, set_name, es[set_name]["discretisation"], es[set_name]["rel_l2_median"], es[set_name]["rel_l2_max"])
 
     result: dict[str, Any] = {
         "format": RESULTS_FORMAT,
         "dataset": rec["dataset"],
         "model": rec["model"],
         "arch": rec["arch"],
+        "view": view if view is not None else {"kind": "grid"},
         "run": rec["run"],
         "run_hash": rec["run_hash"],
         "data_files": files,
@@ -188,9 +253,11 @@ def evaluate(
         "resolution": _resolution_key(test_ds),
         "metrics": metrics,
         "zero_shot": zs,
+        "eval_sets": es,
         "inference_time_per_sample_s": float(np.median(main["times"])),
         "inference": {
-            "statistic": "median over test batches of batch time / batch size (normalise + forward + decode, data on device)",
+            "statistic": "median over test batches of batch time / batch size (normalise + forward + decode, data on device"
+            + ("; the whole autoregressive rollout)" if test_ds.rollout_steps else ")"),
             "batch_size": cfg.batch_size,
             "warmup_batches": cfg.warmup_batches,
             "timed_batches": int(main["times"].size),
@@ -206,55 +273,66 @@ def evaluate(
         "model_file": str(model_path),
     }
     if png is not None:
-        _plot(model, test_ds, main["joint"], x_norm, y_norm, dev, cfg.n_plot_samples, png, title=f"{name}  test rel. L2 mean {metrics['rel_l2_mean']:.4g}")
+        what = "full-trajectory rel. L2" if test_ds.rollout_steps else "test rel. L2"
+        _plot(model, test_ds, main["joint"], norms, dev, cfg.n_plot_samples, png, title=f"{name}  {what} mean {metrics['rel_l2_mean']:.4g}")
     out = Path(out_json)
-    atomic_write_text(out, json.dumps(result, indent=1, default=_json_default))
+    atomic_write_text(out, json.dumps(result, indent=1, default=json_default))
     log.info("%s: rel L2 mean %.5g median %.5g max %.5g -> %s", name, metrics["rel_l2_mean"], metrics["rel_l2_median"], metrics["rel_l2_max"], out)
     return result
-
-
-def _json_default(o: Any) -> Any:
-    if isinstance(o, np.generic):
-        return o.item()
-    if isinstance(o, np.ndarray):
-        return o.tolist()
-    if isinstance(o, Path):
-        return str(o)
-    raise TypeError(f"cannot serialise {type(o).__name__}")
 
 
 @torch.no_grad()
 def _plot(
     model: torch.nn.Module,
-    ds: GridDataset,
+    ds: ArrayDataset,
     errors: np.ndarray,
-    x_norm: Normalizer,
-    y_norm: Normalizer,
+    norms: Normalizers,
     device: torch.device,
     n: int,
     png: str | os.PathLike,
     title: str,
 ) -> None:
-    from opflow.plots import plot_predictions
+    from opflow import plots
 
     idx = plot_indices(errors, n)
     order = np.argsort(errors, kind="stable")
     rank = {int(i): r for r, i in enumerate(order)}
     samples = []
-    if idx:
-        b = to_device(collate([ds[i] for i in idx]), device)
-        pred = y_norm.decode(forward(model, b, x_norm, y_norm), b.get("grid_shape")).cpu().numpy()
-        for j, i in enumerate(idx):
-            q = rank[i] / max(1, errors.size - 1)
-            what = "worst" if rank[i] == errors.size - 1 else ("median" if rank[i] == int(round(0.5 * (errors.size - 1))) else f"{100 * q:.0f}th pct")
-            samples.append(
-                {
-                    "coords": ds.coords.numpy(),
-                    "inputs": ds.inputs[i].numpy(),
-                    "target": ds.target[i].numpy(),
-                    "pred": pred[j],
-                    "grid_shape": ds.grid_shape,
-                    "label": f"sample {int(ds.sample_index[i])}: {what}, rel L2 {errors[i]:.3g}",
-                }
-            )
-    plot_predictions(samples, png, input_name=ds.task.inputs[0], output_name=ds.task.outputs[0], title=title)
+    model.eval()
+    for i in idx:
+        item = ds[i]
+        b = to_device(collate([item]), device)
+        pred = predict_batch(model, b, norms)[0].cpu().numpy()
+        q = rank[i] / max(1, errors.size - 1)
+        what = "worst" if rank[i] == errors.size - 1 else ("median" if rank[i] == int(round(0.5 * (errors.size - 1))) else f"{100 * q:.0f}th pct")
+        s = {
+            "coords": item["coords"].numpy(),
+            "inputs": item["inputs"].numpy(),
+            "target": item["target"].numpy(),
+            "pred": pred,
+            "grid_shape": ds.grid_shape,
+            "label": f"sample {int(ds.sample_index[i])}: {what}, rel L2 {errors[i]:.3g}",
+        }
+        if ds.kind == "mesh":
+            s["cells"] = ds.sample_cells(i)  # type: ignore[attr-defined]
+        samples.append(s)
+    outputs = list(ds.task.outputs)
+    if ds.rollout_steps:
+        steps = ds.rollout_steps
+        cols = sorted({0, steps // 2, steps - 1}) if steps > 1 else [0]
+        f = ds.n_fields  # type: ignore[attr-defined]
+        for s in samples:  # the first field of every step
+            s["target"], s["pred"] = s["target"][:, ::f], s["pred"][:, ::f]
+        labels = [f"frame {int(ds.predicted_frames[c])} (t={ds.times[c]:g})" for c in cols]  # type: ignore[attr-defined]
+        plots.plot_rollout(samples, png, frames=cols, frame_labels=labels, title=f"{title}  [{outputs[0]}]")
+    elif ds.kind == "series":
+        point_inputs = [n for n in ds.task.inputs if n not in ds.global_names]
+        plots.plot_series(samples, png, output_names=outputs, input_names=point_inputs, coord_name=ds.coord_names[0], title=title)  # type: ignore[attr-defined]
+    elif ds.kind == "mesh":
+        plots.plot_mesh(samples, png, output_name=outputs[0], title=title)
+    else:
+        names = list(ds.task.inputs) or ["(coordinates)"]
+        if ds.in_channels == 0:
+            for s in samples:
+                s["inputs"] = s["coords"][:, :1]
+        plots.plot_predictions(samples, png, input_name=names[0], output_name=outputs[0], title=title)

@@ -20,6 +20,13 @@ For a sample with prediction ``p`` and truth ``u`` at points ``x_1 .. x_N`` (rea
   differences at its edges (``torch.gradient`` with the grid's own coordinates as spacing);
 * ``mse``: mean squared error over real points and channels.
 
+Grouped errors. :func:`squared_sums` keeps, per sample and channel, ``sum_n (p - u)^2`` and
+``sum_n u^2``; :func:`relative_l2_groups` turns them into the relative L2 error over any set of
+channels jointly (``sqrt(sum_{c in G} e2_c / sum_{c in G} r2_c)``). Evaluation of a rollout uses
+it: the channels of a rollout target are the predicted steps, so a group of one step gives the
+per-step error, all steps the full-trajectory error, and the ONO "seen" / "unseen" frames their
+own errors, from one pass over the test set.
+
 A zero truth makes the relative errors undefined; the denominator is floored at the smallest
 positive float, so a zero prediction of a zero field gives 0 and anything else a huge value.
 """
@@ -68,6 +75,21 @@ def relative_l2_joint(pred: torch.Tensor, true: torch.Tensor, mask: torch.Tensor
     """Per-sample relative L2 error over all channels jointly, shape (B,)."""
     e2, r2 = _sq_sums(pred, true, mask)
     return _ratio(e2.sum(dim=1), r2.sum(dim=1))
+
+
+def squared_sums(pred: torch.Tensor, true: torch.Tensor, mask: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+    """Per sample and channel ``(sum_n (p - u)^2, sum_n u^2)`` over real points, each (B, C)."""
+    return _sq_sums(pred, true, mask)
+
+
+def relative_l2_groups(e2: Any, r2: Any, channels: Sequence[int] | None = None) -> np.ndarray:
+    """Per-sample relative L2 over the ``channels`` jointly (all by default) from :func:`squared_sums`."""
+    e2, r2 = np.asarray(e2, dtype=np.float64), np.asarray(r2, dtype=np.float64)
+    if channels is not None:
+        idx = np.asarray(channels, dtype=np.int64)
+        e2, r2 = e2[:, idx], r2[:, idx]
+    den = np.maximum(r2.sum(axis=1), np.finfo(np.float64).tiny)
+    return np.sqrt(e2.sum(axis=1)) / np.sqrt(den)
 
 
 def rel_l2_loss(pred: torch.Tensor, true: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor:

@@ -5,6 +5,15 @@
 * :func:`plot_predictions`: for chosen test samples, one row each: input, truth, prediction and
   error ``prediction - truth`` (physical units). 2-D grids are drawn as images (``x`` to the
   right, ``y`` up), 1-D grids as lines, other point sets as scatter plots.
+* :func:`plot_rollout`: autoregressive predictions of trajectories: for each chosen sample three
+  rows (truth, prediction, error) at a few predicted frames.
+* :func:`plot_series`: 1-D series: truth and prediction against the coordinate (time), one panel
+  per output channel, plus the error.
+* :func:`plot_mesh`: fields on meshes / point clouds with ``tripcolor``: truth, prediction and
+  error. The triangles come from the cells when given (:func:`cell_triangles`: Q9 / Q4
+  quadrilaterals and P2 / P1 triangles split into linear triangles through their nodes) or
+  otherwise from a Delaunay triangulation of the points whose over-long triangles (spanning a
+  hole such as the elasticity void) are masked (:func:`delaunay_triangles`).
 """
 
 from __future__ import annotations
@@ -90,7 +99,7 @@ def plot_predictions(
     (N, c_out) numpy arrays, ``grid_shape`` (or None) and a ``label`` string.
     """
     rows = max(1, len(samples))
-    fig = _figure(figsize=(14, 3.2 * rows))
+    fig = _figure(figsize=(14, 3.2 * rows), layout="constrained")
     axes = np.atleast_2d(fig.subplots(rows, 4))
     for r, s in enumerate(samples):
         coords = np.asarray(s["coords"])
@@ -108,6 +117,171 @@ def plot_predictions(
         axes[r, 0].set_ylabel(s.get("label", ""))
         for c, name in enumerate((f"input {input_name}", f"truth {output_name}", "prediction", "error (pred - truth)")):
             axes[r, c].set_title(name, fontsize=9)
+    if title:
+        fig.suptitle(title)
+    return _save(fig, path)
+
+
+# --------------------------------------------------------------------------- trajectories, series, meshes
+
+
+def _sample_rows(n: int) -> int:
+    return max(1, n)
+
+
+def plot_rollout(
+    samples: Sequence[Mapping[str, Any]],
+    path: str | os.PathLike,
+    *,
+    frames: Sequence[int],
+    frame_labels: Sequence[str],
+    title: str = "",
+) -> Path:
+    """Truth, prediction and error of rolled-out trajectories at some predicted frames.
+
+    Each sample is a dict with ``coords`` (N, 2), ``target`` and ``pred`` (N, steps) numpy arrays
+    (one field; step-major channels), ``grid_shape`` and a ``label``. ``frames`` are the step
+    indices (columns) to draw, ``frame_labels`` their titles.
+    """
+    rows = 3 * _sample_rows(len(samples))
+    cols = max(1, len(frames))
+    fig = _figure(figsize=(3.6 * cols, 3.0 * rows), layout="constrained")
+    axes = np.atleast_2d(fig.subplots(rows, cols)).reshape(rows, cols)
+    for r, s in enumerate(samples):
+        true, pred = np.asarray(s["target"]), np.asarray(s["pred"])
+        coords, gs = np.asarray(s["coords"]), s.get("grid_shape")
+        lim = (float(true[:, frames].min()), float(true[:, frames].max()))
+        emax = float(np.abs(pred[:, frames] - true[:, frames]).max()) or 1.0
+        for c, (k, lab) in enumerate(zip(frames, frame_labels, strict=True)):
+            _panel(fig, axes[3 * r, c], true[:, k], coords, gs, "RdBu_r", lim)
+            _panel(fig, axes[3 * r + 1, c], pred[:, k], coords, gs, "RdBu_r", lim)
+            _panel(fig, axes[3 * r + 2, c], pred[:, k] - true[:, k], coords, gs, "PuOr_r", (-emax, emax))
+            axes[3 * r, c].set_title(f"truth {lab}", fontsize=9)
+            axes[3 * r + 1, c].set_title(f"prediction {lab}", fontsize=9)
+            axes[3 * r + 2, c].set_title(f"error {lab}", fontsize=9)
+        axes[3 * r, 0].set_ylabel(s.get("label", ""), fontsize=9)
+    if title:
+        fig.suptitle(title)
+    return _save(fig, path)
+
+
+def plot_series(
+    samples: Sequence[Mapping[str, Any]],
+    path: str | os.PathLike,
+    *,
+    output_names: Sequence[str],
+    input_names: Sequence[str] = (),
+    coord_name: str = "t",
+    title: str = "",
+) -> Path:
+    """One row per sample: the input functions, each output channel's truth and prediction against
+    the coordinate, then the errors.
+
+    Each sample is a dict with ``coords`` (N, 1), ``inputs`` (N, c_in; drawn when ``input_names``
+    is given), ``target`` and ``pred`` (N, C) and a ``label``.
+    """
+    rows = _sample_rows(len(samples))
+    n_in = 1 if input_names else 0
+    cols = n_in + len(output_names) + 1
+    fig = _figure(figsize=(4.2 * cols, 2.8 * rows), layout="constrained")
+    axes = np.atleast_2d(fig.subplots(rows, cols)).reshape(rows, cols)
+    for r, s in enumerate(samples):
+        t = np.asarray(s["coords"])[:, 0]
+        order = np.argsort(t, kind="stable")
+        t = t[order]
+        true, pred = np.asarray(s["target"])[order], np.asarray(s["pred"])[order]
+        if n_in:
+            inp = np.asarray(s["inputs"])[order]
+            for c, name in enumerate(input_names):
+                axes[r, 0].plot(t, inp[:, c], lw=1.2, label=name)
+            axes[r, 0].set_title("input", fontsize=9)
+            axes[r, 0].grid(alpha=0.3)
+            axes[r, 0].legend(fontsize=7)
+            axes[r, 0].set_ylabel(s.get("label", ""), fontsize=8)
+        for c, name in enumerate(output_names):
+            ax = axes[r, n_in + c]
+            ax.plot(t, true[:, c], "k-", lw=1.2, label="truth")
+            ax.plot(t, pred[:, c], "C1--", lw=1.2, label="prediction")
+            ax.set_title(name, fontsize=9)
+            ax.grid(alpha=0.3)
+            if c == 0 and not n_in:
+                ax.set_ylabel(s.get("label", ""), fontsize=8)
+        ax = axes[r, -1]
+        for c, name in enumerate(output_names):
+            ax.plot(t, pred[:, c] - true[:, c], lw=1.0, label=name)
+        ax.set_title("error (pred - truth)", fontsize=9)
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=7)
+        axes[r, n_in].legend(fontsize=7)
+    for c in range(cols):
+        axes[-1, c].set_xlabel(coord_name)
+    if title:
+        fig.suptitle(title)
+    return _save(fig, path)
+
+
+#: linear sub-triangles of higher-order cells, by corner count (gmsh / dolfinx node order:
+#: corners counter-clockwise, then edge mid-nodes in edge order, then the centre)
+_SPLITS: dict[int, list[tuple[int, int, int]]] = {
+    3: [(0, 1, 2)],
+    4: [(0, 1, 2), (0, 2, 3)],
+    6: [(0, 3, 5), (3, 1, 4), (5, 4, 2), (3, 4, 5)],
+    9: [(8, a, b) for a, b in zip((0, 4, 1, 5, 2, 6, 3, 7), (4, 1, 5, 2, 6, 3, 7, 0), strict=True)],
+}
+
+
+def cell_triangles(cells: np.ndarray) -> np.ndarray:
+    """Linear triangles ``(T, 3)`` covering cells ``(C, k)`` with k = 3, 4, 6 or 9 nodes (see ``_SPLITS``)."""
+    cells = np.asarray(cells)
+    k = cells.shape[1]
+    if k not in _SPLITS:
+        raise ValueError(f"cannot split cells with {k} nodes into triangles; known: {sorted(_SPLITS)}")
+    return np.concatenate([cells[:, list(t)] for t in _SPLITS[k]], axis=0)
+
+
+def delaunay_triangles(points: np.ndarray, max_edge_factor: float = 3.0) -> tuple[np.ndarray, np.ndarray]:
+    """Delaunay triangles of ``points (N, 2)`` and a mask of those with an edge longer than
+    ``max_edge_factor`` times the median edge (they bridge holes or concave boundaries)."""
+    from matplotlib.tri import Triangulation
+
+    tri = Triangulation(points[:, 0], points[:, 1])
+    t = tri.triangles
+    p = points[t]  # (T, 3, 2)
+    edges = np.linalg.norm(p - np.roll(p, 1, axis=1), axis=-1).max(axis=1)
+    return t, edges > max_edge_factor * np.median(edges)
+
+
+def plot_mesh(samples: Sequence[Mapping[str, Any]], path: str | os.PathLike, *, output_name: str = "output", title: str = "") -> Path:
+    """One row per sample: truth, prediction and error of the first output channel with ``tripcolor``.
+
+    Each sample is a dict with ``coords`` (N, 2) and ``target`` / ``pred`` (N, C) of its real
+    points, optionally ``cells`` (node indices; only for node-based fields) and a ``label``.
+    """
+    from matplotlib.tri import Triangulation
+
+    rows = _sample_rows(len(samples))
+    fig = _figure(figsize=(13, 3.6 * rows), layout="constrained")
+    axes = np.atleast_2d(fig.subplots(rows, 3)).reshape(rows, 3)
+    for r, s in enumerate(samples):
+        xy = np.asarray(s["coords"])[:, :2]
+        cells = s.get("cells")
+        if cells is not None and len(cells):
+            tri = Triangulation(xy[:, 0], xy[:, 1], cell_triangles(cells))
+        else:
+            t, bad = delaunay_triangles(xy)
+            tri = Triangulation(xy[:, 0], xy[:, 1], t, mask=bad)
+        true, pred = np.asarray(s["target"])[:, 0], np.asarray(s["pred"])[:, 0]
+        lim = (float(min(true.min(), pred.min())), float(max(true.max(), pred.max())))
+        emax = float(np.abs(pred - true).max()) or 1.0
+        for c, (vals, cmap, vl, name) in enumerate(
+            ((true, "viridis", lim, f"truth {output_name}"), (pred, "viridis", lim, "prediction"), (pred - true, "RdBu_r", (-emax, emax), "error (pred - truth)"))
+        ):
+            ax = axes[r, c]
+            im = ax.tripcolor(tri, vals, shading="gouraud", cmap=cmap, vmin=vl[0], vmax=vl[1])
+            fig.colorbar(im, ax=ax, fraction=0.046, pad=0.04)
+            ax.set_aspect("equal")
+            ax.set_title(name, fontsize=9)
+        axes[r, 0].set_ylabel(s.get("label", ""), fontsize=9)
     if title:
         fig.suptitle(title)
     return _save(fig, path)

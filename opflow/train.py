@@ -2,8 +2,13 @@
 
 One run = one resolved run config (:func:`opflow.config.resolve_run`) + one dataset file. Per step:
 
-1. encode the inputs with the input normaliser (fitted on the training split only);
+1. encode the inputs (and the per-sample ``globals``) with their normalisers, fitted on the
+   training split only (:meth:`opflow.data.torch_data.ArrayDataset.fit_normalizers`);
 2. forward ``model(coords, inputs, query, mask, grid_shape)`` (bf16 autocast on CUDA if asked);
+   a model with ``accepts_globals = True`` also gets ``globals=`` (B, g) and, when its
+   constructor takes ``global_channels``, is built with ``global_channels = g`` of the data (a
+   configured value must agree); any other model gets the normalised globals broadcast to every
+   point as extra input channels (:func:`model_inputs`);
 3. loss (``rel_l2`` by default, see :mod:`opflow.metrics`) between the decoded prediction and the
    target in physical units (``loss_space: physical``), or between the raw prediction and the
    encoded target (``normalized``: what the ONO authors' released Darcy script does);
@@ -11,6 +16,11 @@ One run = one resolved run config (:func:`opflow.config.resolve_run`) + one data
    losses, clipping of the global gradient norm at ``grad_clip``, AdamW step, then one OneCycle
    scheduler step (the schedule spans ``epochs x batches per epoch`` steps). The curves report
    the mean per-sample loss either way.
+
+The data come from :func:`opflow.data.views.make_dataset` with the run's ``task`` and ``view``:
+the training split as the view's training items (teacher-forced pairs for ``window`` views), the
+test split for the curves as the view's test items (whole trajectories rolled out autoregressively
+for ``window`` views: :func:`predict_batch`).
 
 Every ``checkpoint_every`` epochs (default 1) ``checkpoint.pt`` in the output folder is replaced
 atomically (temporary file + rename). It holds the model, optimizer and scheduler states, the RNG
@@ -55,8 +65,9 @@ import torch
 from opflow.config import TrainConfig, diff_keys, run_hash, run_identity
 from opflow.data.errors import ConfigError
 from opflow.data.format import open_dataset
-from opflow.data.normalize import Normalizer, make_normalizer, normalizer_from_state
-from opflow.data.torch_data import GridDataset, make_loader, output_mask, to_device
+from opflow.data.torch_data import ArrayDataset, Normalizers, make_loader, output_mask, to_device
+from opflow.data.trajectory import rollout
+from opflow.data.views import make_dataset
 from opflow.metrics import relative_l2, relative_l2_joint, training_loss
 from opflow.runtime import (
     DistInfo,
@@ -162,29 +173,60 @@ def write_curves(curves: list[dict[str, Any]], folder: Path, png: bool = False, 
 # --------------------------------------------------------------------------- forward
 
 
-def forward(
-    model: torch.nn.Module,
-    batch: Mapping[str, Any],
-    x_norm: Normalizer,
-    y_norm: Normalizer,
-    *,
-    autocast: bool = False,
-) -> torch.Tensor:
-    """Model output in normalised units for a batch already on the model's device."""
+def _unwrap(model: torch.nn.Module) -> torch.nn.Module:
+    """The model inside DDP / torch.compile wrappers."""
+    while True:
+        inner = getattr(model, "module", None) or getattr(model, "_orig_mod", None)
+        if not isinstance(inner, torch.nn.Module):
+            return model
+        model = inner
+
+
+def accepts_globals(model: torch.nn.Module) -> bool:
+    return bool(getattr(_unwrap(model), "accepts_globals", False))
+
+
+def model_inputs(model: torch.nn.Module, batch: Mapping[str, Any], norms: Normalizers) -> tuple[torch.Tensor, dict[str, Any]]:
+    """Encoded input features and extra forward keywords: the globals, passed or broadcast."""
     gs = batch.get("grid_shape")
-    x = x_norm.encode(batch["inputs"], gs)
+    x = norms.inputs.encode(batch["inputs"], gs)
+    g = batch.get("globals")
+    if g is None:
+        return x, {}
+    g = norms.globals.encode(g[:, None, :])[:, 0]
+    if accepts_globals(model):
+        return x, {"globals": g}
+    return torch.cat([x, g[:, None, :].expand(-1, x.shape[1], -1).to(x.dtype)], -1), {}
+
+
+def forward(model: torch.nn.Module, batch: Mapping[str, Any], norms: Normalizers, *, autocast: bool = False) -> torch.Tensor:
+    """Model output in normalised units for a batch already on the model's device."""
+    x, extra = model_inputs(model, batch, norms)
     ctx = torch.autocast("cuda", dtype=torch.bfloat16) if autocast else contextlib.nullcontext()
     with ctx:
-        out = model(batch["coords"], x, query=batch.get("query"), mask=batch.get("mask"), grid_shape=gs)
+        out = model(batch["coords"], x, query=batch.get("query"), mask=batch.get("mask"), grid_shape=batch.get("grid_shape"), **extra)
     return out.float()
+
+
+def predict_batch(model: torch.nn.Module, batch: Mapping[str, Any], norms: Normalizers, *, autocast: bool = False) -> torch.Tensor:
+    """Prediction in physical units: one forward pass, or a rollout when the batch asks for one."""
+    gs = batch.get("grid_shape")
+
+    def step(b: Mapping[str, Any]) -> torch.Tensor:
+        return norms.outputs.decode(forward(model, b, norms, autocast=autocast), gs)
+
+    steps = int(batch.get("rollout_steps") or 0)
+    if not steps:
+        return step(batch)
+    n_fields = batch["target"].shape[-1] // steps
+    return rollout(step, batch, steps, n_fields)
 
 
 @torch.no_grad()
 def predict(
     model: torch.nn.Module,
     loader: Any,
-    x_norm: Normalizer,
-    y_norm: Normalizer,
+    norms: Normalizers,
     device: torch.device,
     *,
     autocast: bool = False,
@@ -195,20 +237,48 @@ def predict(
     try:
         for batch in loader:
             b = to_device(batch, device)
-            out = forward(model, b, x_norm, y_norm, autocast=autocast)
-            yield b, y_norm.decode(out, b.get("grid_shape"))
+            yield b, predict_batch(model, b, norms, autocast=autocast)
     finally:
         model.train(was_training)
 
 
-def test_errors(model: torch.nn.Module, loader: Any, x_norm: Normalizer, y_norm: Normalizer, device: torch.device, *, autocast: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
-    """Per-sample relative L2 over all channels (S,) and per channel (S, C), physical units."""
+def test_errors(model: torch.nn.Module, loader: Any, norms: Normalizers, device: torch.device, *, autocast: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
+    """Per-sample relative L2 over all channels (S,) and per channel (S, C), physical units.
+
+    For rollouts the channels are the predicted steps: per-step errors, and the joint error is the
+    full-trajectory error.
+    """
     joint, per = [], []
-    for b, pred in predict(model, loader, x_norm, y_norm, device, autocast=autocast):
+    for b, pred in predict(model, loader, norms, device, autocast=autocast):
         m = output_mask(b)
         joint.append(relative_l2_joint(pred.double(), b["target"].double(), m).cpu())
         per.append(relative_l2(pred.double(), b["target"].double(), m).cpu())
     return torch.cat(joint), torch.cat(per)
+
+
+def build_for_data(model_config: Mapping[str, Any], ds: ArrayDataset, where: str) -> tuple[Any, dict[str, Any], dict[str, int]]:
+    """Build the model for dataset ``ds``: ``(model, effective model config, build shape)``.
+
+    Globals (module docstring): a model accepting them gets ``global_channels`` set from the data
+    when its constructor has that hyperparameter; otherwise they widen its input channels.
+    """
+    import inspect
+
+    from opflow.models.base import build_model, model_class
+
+    cfg = dict(model_config)
+    cls = model_class(cfg["arch"])
+    g = ds.global_channels
+    takes = getattr(cls, "accepts_globals", False)
+    if takes and "global_channels" in inspect.signature(cls.__init__).parameters:
+        if "global_channels" in cfg and int(cfg["global_channels"]) != g:
+            raise ConfigError(
+                f"{where}.global_channels: {cfg['global_channels']} but the data have {g} global input channel(s) "
+                f"({list(ds.global_names)}); remove global_channels from the model config (it is set from the data)"
+            )
+        cfg["global_channels"] = g
+    shape = {"in_channels": ds.in_channels + (0 if takes else g), "out_channels": ds.out_channels, "coord_dim": ds.coord_dim}
+    return build_model(cfg, shape["in_channels"], shape["out_channels"], shape["coord_dim"], where=where), cfg, shape
 
 
 # --------------------------------------------------------------------------- training
@@ -301,7 +371,7 @@ def _train(
 ) -> TrainResult:
     from tqdm.auto import tqdm
 
-    from opflow.models.base import build_model, count_parameters
+    from opflow.models.base import count_parameters
 
     cfg.check_world_size(info.world_size)
     local_batch = cfg.batch_size // info.world_size
@@ -323,14 +393,14 @@ def _train(
     name = f"{run['dataset']}_{run['model']}"
 
     # data and normalisers (training split only)
-    train_ds = GridDataset(data_file, "train", run.get("task"))
-    test_ds = GridDataset(data_file, "test", train_ds.task)
-    x_norm = make_normalizer(cfg.input_normalizer).fit(train_ds.inputs, None, train_ds.grid_shape)
-    y_norm = make_normalizer(cfg.output_normalizer).fit(train_ds.target, None, train_ds.grid_shape)
+    view = run.get("view")
+    train_ds = make_dataset(data_file, "train", run.get("task"), view, purpose="train")
+    test_ds = make_dataset(data_file, "test", train_ds.task, view, purpose="rollout")
+    norms = train_ds.fit_normalizers(cfg.input_normalizer, cfg.output_normalizer)
 
     # model, optimiser, schedule (seeded: identical initial weights on every process)
     seed_everything(cfg.seed)
-    model = build_model(run["model_config"], train_ds.in_channels, train_ds.out_channels, train_ds.coord_dim, where=f"models.{run['model']}")
+    model, model_config, build_shape = build_for_data(run["model_config"], train_ds, where=f"models.{run['model']}")
     model.to(dev)
     loader, sampler, loader_gen = make_loader(
         train_ds, local_batch, shuffle=True, seed=cfg.seed, rank=info.rank, world_size=info.world_size,
@@ -371,8 +441,7 @@ def _train(
             model.load_state_dict(ck["model"])
             optimizer.load_state_dict(ck["optimizer"])
             scheduler.load_state_dict(ck["scheduler"])
-            x_norm = normalizer_from_state(ck["normalizers"]["inputs"])
-            y_norm = normalizer_from_state(ck["normalizers"]["outputs"])
+            norms = Normalizers.from_state(ck["normalizers"])
             rngs = ck["rng"]
             if len(rngs) == info.world_size:
                 set_rng_state(rngs[info.rank])
@@ -386,8 +455,7 @@ def _train(
             start_epoch, curves, train_time = int(ck["epoch"]), list(ck["curves"]), float(ck["train_time_s"])
             log.info("%s: resuming after epoch %d of %d from %s", name, start_epoch, cfg.epochs, ckpt_path)
         barrier(info)
-    x_norm.to(dev)
-    y_norm.to(dev)
+    norms.to(dev)
 
     fwd_model: torch.nn.Module = model
     if info.distributed:
@@ -410,7 +478,7 @@ def _train(
                 "scheduler": scheduler.state_dict(),
                 "rng": rngs,
                 "loader_generator": loader_gen.get_state(),
-                "normalizers": {"inputs": x_norm.state_dict(), "outputs": y_norm.state_dict()},
+                "normalizers": norms.state_dict(),
                 "curves": curves,
                 "run": run,
                 "run_hash": run["hash"],
@@ -438,11 +506,11 @@ def _train(
         for batch in bar:
             b = to_device(batch, dev)
             gs = b.get("grid_shape")
-            out = forward(fwd_model, b, x_norm, y_norm, autocast=autocast)
+            out = forward(fwd_model, b, norms, autocast=autocast)
             if cfg.loss_space == "physical":
-                pred, target = y_norm.decode(out, gs), b["target"]
+                pred, target = norms.outputs.decode(out, gs), b["target"]
             else:
-                pred, target = out, y_norm.encode(b["target"], gs)
+                pred, target = out, norms.outputs.encode(b["target"], gs)
             loss = training_loss(cfg.loss, pred, target, mask=output_mask(b), coords=b.get("query", b["coords"]), grid_shape=gs)
             if not torch.isfinite(loss):
                 raise FloatingPointError(f"{name}: loss became {loss.item()} in epoch {epoch + 1}; lower training.lr or check the data")
@@ -463,7 +531,7 @@ def _train(
         test_rel = None
         last = epoch + 1 == cfg.epochs
         if info.is_main and ((epoch + 1) % cfg.eval_every == 0 or last):
-            test_rel = float(test_errors(model, test_loader, x_norm, y_norm, dev, autocast=autocast)[0].mean())
+            test_rel = float(test_errors(model, test_loader, norms, dev, autocast=autocast)[0].mean())
         dt = time.perf_counter() - t0
         train_time += dt
         curves.append(
@@ -490,17 +558,13 @@ def _train(
                     "format": MODEL_FORMAT,
                     "dataset": run["dataset"],
                     "model": run["model"],
-                    "model_config": run["model_config"],
+                    "model_config": model_config,
+                    "model_build": build_shape,
                     "arch": run["model_config"]["arch"],
                     "state_dict": model.state_dict(),
-                    "normalizers": {"inputs": x_norm.state_dict(), "outputs": y_norm.state_dict()},
-                    "task": {
-                        **train_ds.task.to_dict(),
-                        "in_channels": train_ds.in_channels,
-                        "out_channels": train_ds.out_channels,
-                        "coord_dim": train_ds.coord_dim,
-                        "grid_shape": list(train_ds.grid_shape),
-                    },
+                    "normalizers": norms.state_dict(),
+                    "task": train_ds.info(),
+                    "view": view,
                     "run": run,
                     "run_hash": run["hash"],
                     "data_fingerprint": fingerprint,
@@ -534,7 +598,7 @@ def load_model(path: str | os.PathLike, device: torch.device | str = "cpu") -> t
     rec = torch.load(path, map_location="cpu", weights_only=False)
     if not isinstance(rec, dict) or rec.get("format") != MODEL_FORMAT:
         raise DatasetError(f"{path}: not an opflow model file ({MODEL_FORMAT}); retrain it")
-    t = rec["task"]
+    t = rec.get("model_build") or rec["task"]
     model = build_model(rec["model_config"], t["in_channels"], t["out_channels"], t["coord_dim"], where=f"models.{rec['model']}")
     model.load_state_dict(rec["state_dict"])
     model.to(device).eval()

@@ -328,6 +328,42 @@ def solve(
 # generator
 
 
+
+@dataclass(frozen=True)
+class CoefficientParams:
+    """The random Darcy coefficient a and the constant source f, shared by ``darcy_fd`` and ``darcy_fem``.
+
+    coefficient: "piecewise" (``high`` where g >= ``threshold``, else ``low``; FNO: 12 / 3) or
+    "lognormal" (a = exp(g)); g ~ N(0, sigma^2 (-Lap + tau^2)^-alpha) drawn by
+    :func:`solvers.grf.neumann_grf` in ``grf_convention`` ("fno": the FNO generator's scaling,
+    "kl": the Karhunen-Loeve scaling the continuum-attention lognormal sets use); ``forcing``: f.
+    """
+
+    coefficient: Literal["piecewise", "lognormal"] = "piecewise"
+    grf_convention: Literal["fno", "kl"] = "fno"
+    alpha: float = 2.0
+    tau: float = 3.0
+    sigma: float = 1.0
+    threshold: float = 0.0
+    high: float = 12.0
+    low: float = 3.0
+    forcing: float = 1.0
+
+    def check_coefficient(self) -> None:
+        """Raise ``ValueError`` naming the first coefficient or source field out of range."""
+        for name in ("alpha", "tau", "sigma"):
+            v = getattr(self, name)
+            if not (isinstance(v, int | float) and math.isfinite(v) and v > 0):
+                raise ValueError(f"{name} = {v!r}: the Gaussian field needs a finite {name} > 0")
+        for name in ("high", "low"):
+            v = getattr(self, name)
+            if not (isinstance(v, int | float) and math.isfinite(v) and v > 0):
+                raise ValueError(f"{name} = {v!r}: the piecewise coefficient values must be finite and > 0")
+        for name in ("threshold", "forcing"):
+            if not math.isfinite(getattr(self, name)):
+                raise ValueError(f"{name} = {getattr(self, name)!r} must be finite")
+
+
 @register
 class DarcyFD(Generator):
     """``darcy_fd``: random Darcy coefficients and their FD pressure on an s x s node grid.
@@ -342,7 +378,7 @@ class DarcyFD(Generator):
     block_size = 4
 
     @dataclass(frozen=True)
-    class Params:
+    class Params(CoefficientParams):
         """Parameters; the defaults are the FNO piecewise-constant protocol at 421 x 421.
 
         resolution: nodes per side s (h = 1/(s-1)). coefficient: "piecewise" (high where
@@ -355,15 +391,6 @@ class DarcyFD(Generator):
         """
 
         resolution: int = 421
-        coefficient: Literal["piecewise", "lognormal"] = "piecewise"
-        grf_convention: Literal["fno", "kl"] = "fno"
-        alpha: float = 2.0
-        tau: float = 3.0
-        sigma: float = 1.0
-        threshold: float = 0.0
-        high: float = 12.0
-        low: float = 3.0
-        forcing: float = 1.0
         face_mean: Literal["arithmetic", "harmonic"] = "arithmetic"
         solver: Literal["auto", "pcg_poisson", "pcg_scaled_poisson", "amg", "direct"] = "auto"
         rtol: float = 1e-10
@@ -375,17 +402,7 @@ class DarcyFD(Generator):
                 raise ValueError(
                     f"resolution = {self.resolution!r}: need an integer >= 3 (nodes per side, boundary included)"
                 )
-            for name in ("alpha", "tau", "sigma"):
-                v = getattr(self, name)
-                if not (isinstance(v, int | float) and math.isfinite(v) and v > 0):
-                    raise ValueError(f"{name} = {v!r}: the Gaussian field needs a finite {name} > 0")
-            for name in ("high", "low"):
-                v = getattr(self, name)
-                if not (isinstance(v, int | float) and math.isfinite(v) and v > 0):
-                    raise ValueError(f"{name} = {v!r}: the piecewise coefficient values must be finite and > 0")
-            for name in ("threshold", "forcing"):
-                if not math.isfinite(getattr(self, name)):
-                    raise ValueError(f"{name} = {getattr(self, name)!r} must be finite")
+            self.check_coefficient()
             if not 0 < self.rtol < 1:
                 raise ValueError(f"rtol = {self.rtol!r}: need 0 < rtol < 1 (relative residual, e.g. 1e-10)")
             if isinstance(self.maxiter, bool) or not isinstance(self.maxiter, int) or self.maxiter < 1:

@@ -79,7 +79,7 @@ import contextlib
 import math
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any, Literal
 
@@ -89,6 +89,7 @@ import scipy.sparse as sp
 from opflow.data.format import Variable
 from meshes.domains import DEFAULT_HOLES
 from solvers.base import ConfigError, FieldSpec, Generator, SolverError, register
+from solvers.darcy import CoefficientParams
 from solvers.mpi import bcast_array, comm_world, dolfinx_modules, gather_rows
 
 GMSH_DOMAINS = ("square", "l_shape", "perforated", "disk")
@@ -380,12 +381,12 @@ class DarcyFEM:
 
 
 @dataclass(frozen=True)
-class DarcyFEMParams:
+class DarcyFEMParams(CoefficientParams):
     """Parameters of ``darcy_fem`` (see the module doc).
 
-    The coefficient fields (``coefficient`` .. ``low``) and ``forcing`` have the names, meaning and
-    defaults of ``darcy_fd`` (:class:`solvers.darcy.DarcyFD`), whose sampler is used, so both
-    generators give the same coefficient for the same (seed, index) and parameters.
+    The coefficient fields (``coefficient`` .. ``low``) and ``forcing`` are those of ``darcy_fd``
+    (:class:`solvers.darcy.CoefficientParams`), whose sampler is used, so both generators give the
+    same coefficient for the same (seed, index) and parameters.
     """
 
     #: s: nodes per side of the coefficient grid and of the output grid
@@ -408,16 +409,6 @@ class DarcyFEMParams:
     coeff_at_cells: Literal["bilinear", "nearest"] = "bilinear"
     #: grid: s x s grid fields (+ inside mask); mesh: values at the mesh nodes (UGRID layout)
     output: Literal["grid", "mesh"] = "grid"
-    # -- the coefficient and source, as in darcy_fd
-    coefficient: Literal["piecewise", "lognormal"] = "piecewise"
-    grf_convention: Literal["fno", "kl"] = "fno"
-    alpha: float = 2.0
-    tau: float = 3.0
-    sigma: float = 1.0
-    threshold: float = 0.0
-    high: float = 12.0
-    low: float = 3.0
-    forcing: float = 1.0
     # -- the linear solver
     #: mumps (sparse Cholesky) | cg (CG + GAMG)
     solver: Literal["mumps", "cg"] = "mumps"
@@ -473,7 +464,7 @@ class DarcyFEMParams:
         """The ``darcy_fd`` parameters with the same coefficient (and forcing) as these."""
         from solvers.darcy import DarcyFD
 
-        names = ("resolution", "coefficient", "grf_convention", "alpha", "tau", "sigma", "threshold", "high", "low", "forcing")
+        names = ("resolution", *(f.name for f in fields(CoefficientParams)))
         return DarcyFD.Params(**{k: getattr(self, k) for k in names})
 
 

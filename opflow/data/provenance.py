@@ -33,17 +33,18 @@ def sample_rng(seed: int, index: int) -> np.random.Generator:
 
 def canonical_json(obj: Any) -> str:
     """Deterministic JSON (sorted keys, no spaces) used for hashing and for attributes."""
-    return json.dumps(obj, sort_keys=True, separators=(",", ":"), default=_json_default)
+    return json.dumps(obj, sort_keys=True, separators=(",", ":"), default=json_default)
 
 
-def _json_default(o: Any) -> Any:
+def json_default(o: Any) -> Any:
+    """``json.dumps(default=...)`` for numpy scalars and arrays and paths (the one JSON encoder of opflow)."""
     if isinstance(o, np.generic):
         return o.item()
     if isinstance(o, np.ndarray):
         return o.tolist()
     if isinstance(o, Path):
         return str(o)
-    raise TypeError(f"cannot serialise {type(o).__name__} in provenance")
+    raise TypeError(f"cannot serialise {type(o).__name__} as JSON")
 
 
 def params_hash(params: Any) -> str:

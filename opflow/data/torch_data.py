@@ -8,16 +8,31 @@ Batch format (a dict; every model takes it, see :mod:`opflow.models.base`)::
     query       (B, M, d)      optional output locations
     mask        (B, N) bool    optional: False at padding (point clouds of different sizes)
     query_mask  (B, M) bool    optional: the same for ragged query sets
+    globals     (B, g)         optional: per-sample inputs without a point dimension (Lorenz-63's
+                               y(0), z(0); the elasticity radius code), see below
     grid_shape  tuple          optional: (n_x, n_y) when the points are one row-major grid
     index       (B,) long      position of each sample in its dataset
+    rollout_steps int          optional: the batch holds whole trajectories to be predicted
+                               autoregressively (:mod:`opflow.data.trajectory`)
 
 :func:`collate` builds it from per-sample dicts of the same keys without the batch axis, padding
 ragged point sets with zeros to the batch maximum (a mask is present only when sizes differ).
 
-:class:`GridDataset` reads one split of a grid dataset file into memory once (float32): a field
-``f(sample, x, y)`` becomes ``(N, 1)`` features with point ``p = ix * n_y + iy`` (row-major, the
-file's own layout) and coordinates ``(x[ix], y[iy])``. Mesh and trajectory datasets are other
-classes producing the same items.
+Datasets. Every dataset class derives from :class:`ArrayDataset` (one split in memory, float32):
+shared or per-sample coordinates, inputs, targets, optional globals and optional per-sample point
+counts (ragged sets are stored padded and cut to their count in ``__getitem__``), and it fits its
+own normalisers on itself (:meth:`ArrayDataset.fit_normalizers`, called on the training split
+only). :class:`GridDataset` is the grid view: a field ``f(sample, x, y)`` becomes ``(N, 1)``
+features with point ``p = ix * n_y + iy`` (row-major, the file's own layout) and coordinates
+``(x[ix], y[iy])``. The other views live in :mod:`opflow.data.points` (series, meshes) and
+:mod:`opflow.data.trajectory`; :func:`opflow.data.views.make_dataset` picks one.
+
+Globals. Task inputs that do not extend over the points (dims ``(sample,)`` or ``(sample, k)``)
+are flattened, in task order, into ``globals (S, g)`` and normalised on the training split by
+their own normaliser (the input normaliser's kind, one mean and scale per global channel). Models
+with ``accepts_globals = True`` take them as ``forward(..., globals=...)``; for other models
+``opflow.train`` broadcasts the normalised globals to every point and appends them to the input
+channels (so ``in_channels = c_in + g`` for those models).
 
 Shuffling is a :class:`~torch.utils.data.distributed.DistributedSampler` in every case (one
 replica without DDP): the order of epoch ``e`` is a permutation drawn from ``seed + e`` alone, so a
@@ -41,12 +56,17 @@ from torch.utils.data.distributed import DistributedSampler
 
 from .errors import DatasetError
 from .format import SPLITS, open_dataset, read_dataset
+from .normalize import Identity, Normalizer, make_normalizer, normalizer_from_state
 from .transforms import GRID_DIMS
 
 
 @dataclass(frozen=True)
 class Task:
-    """Which file variables are the operator's inputs and outputs (one channel each)."""
+    """Which file variables are the operator's inputs and outputs (one channel each).
+
+    Inputs without the point dimension become globals (module docstring); ``inputs`` may be
+    empty (the coordinates alone are the input, as in the elasticity point-cloud protocol).
+    """
 
     inputs: tuple[str, ...]
     outputs: tuple[str, ...]
@@ -55,14 +75,22 @@ class Task:
         return {"inputs": list(self.inputs), "outputs": list(self.outputs)}
 
 
-def resolve_task(path: str | os.PathLike, task: Mapping[str, Any] | None = None) -> Task:
-    """The task on file ``path``: configured names, or the variables with role input / output."""
+def resolve_task(path: str | os.PathLike, task: Task | Mapping[str, Any] | None = None, *, inputs_default: str = "role") -> Task:
+    """The task on file ``path``: configured names, or the variables with role input / output.
+
+    ``inputs_default="outputs"`` (trajectory views) makes the inputs default to the outputs: the
+    operator maps earlier frames of a field to later ones.
+    """
+    if isinstance(task, Task):
+        return task
     task = dict(task or {})
     with open_dataset(path) as nc:
         roles = {n: getattr(v, "role", None) for n, v in nc.variables.items()}
-    chosen = {}
-    for key, role in (("inputs", "input"), ("outputs", "output")):
+    chosen: dict[str, tuple[str, ...]] = {}
+    for key, role in (("outputs", "output"), ("inputs", "input")):
         names = task.get(key)
+        if names is None and key == "inputs" and inputs_default == "outputs":
+            names = list(chosen["outputs"])
         if names is None:
             names = [n for n, r in roles.items() if r == role]
             if not names:
@@ -74,47 +102,123 @@ def resolve_task(path: str | os.PathLike, task: Mapping[str, Any] | None = None)
     return Task(chosen["inputs"], chosen["outputs"])
 
 
-class GridDataset(Dataset):
-    """One split of a grid dataset file, in memory (module docstring)."""
-
-    def __init__(self, path: str | os.PathLike, split: str = "train", task: Task | Mapping[str, Any] | None = None) -> None:
-        self.path = Path(path)
-        if split not in SPLITS:
-            raise DatasetError(f"unknown split {split!r}; use one of {list(SPLITS)}")
-        self.task = task if isinstance(task, Task) else resolve_task(self.path, task)
-        names = [*self.task.inputs, *self.task.outputs]
-        with open_dataset(self.path) as nc:
-            for key, group in (("inputs", self.task.inputs), ("outputs", self.task.outputs)):
-                missing = [n for n in group if n not in nc.variables]
-                if missing:
-                    raise DatasetError(f"{self.path}: task {key} {missing} are not variables of the file; it has {sorted(nc.variables)}")
-            dims = {n: tuple(nc.variables[n].dimensions) for n in names}
-            if "split" not in nc.variables:
-                raise DatasetError(f"{self.path}: has no 'split' variable; derive the dataset with `opflow derive`")
-        field_dims = set(dims.values())
-        if len(field_dims) != 1:
-            raise DatasetError(f"{self.path}: task variables lie on different dimensions {dims}; they must share one grid")
-        fdims = field_dims.pop()
-        grid = fdims[1:]
-        if fdims[:1] != ("sample",) or not grid or any(d not in GRID_DIMS for d in grid):
+def infer_view_kind(path: str | os.PathLike, task: Task | Mapping[str, Any] | None = None) -> str:
+    """``grid``, ``series`` or ``mesh`` from the dimensions of the task's outputs (view ``auto``)."""
+    t = resolve_task(path, task, inputs_default="outputs")
+    with open_dataset(path) as nc:
+        missing = [n for n in (*t.inputs, *t.outputs) if n not in nc.variables]
+        if missing:
+            key = "outputs" if set(missing) & set(t.outputs) else "inputs"
+            raise DatasetError(f"{path}: task {key} {[n for n in missing if n in getattr(t, key)]} are not variables of the file; it has {sorted(nc.variables)}")
+        dims = {tuple(nc.variables[n].dimensions) for n in t.outputs}
+        if len(dims) != 1:
+            raise DatasetError(f"{path}: the task outputs {list(t.outputs)} lie on different dimensions {sorted(dims)}")
+        fdims = dims.pop()[1:]
+        if fdims and all(d in GRID_DIMS for d in fdims):
+            return "grid"
+        if "t" in fdims and len(fdims) > 1:
             raise DatasetError(
-                f"{self.path}: GridDataset reads fields on (sample, x[, y[, z]]) but {names} have dims {fdims}; "
-                "mesh and trajectory data have their own datasets"
+                f"{path}: {list(t.outputs)} are trajectories {('sample', *fdims)}; choose datasets.<name>.view.kind "
+                "'window' (k frames -> next frame, rollout at test) or 'one_step' (frame -> later frame)"
             )
-        ds = read_dataset(self.path, [*names, *grid], split=split)
+        if len(fdims) != 1:
+            raise DatasetError(f"{path}: cannot infer a view for outputs on {('sample', *fdims)}; set datasets.<name>.view.kind")
+        dim = fdims[0]
+        n_coord = 1 if dim in nc.variables else sum(
+            1 for v in nc.variables.values() if tuple(v.dimensions) == ("sample", dim) and getattr(v, "role", None) == "coordinate"
+        )
+        return "series" if n_coord <= 1 else "mesh"
+
+
+# --------------------------------------------------------------------------- normalisers
+
+
+def fit_normalizer(kind: str, x: torch.Tensor, mask: torch.Tensor | None = None, grid_shape: Sequence[int] | None = None) -> Normalizer:
+    """A normaliser of ``kind`` fitted on ``x (S, N, C)``; the identity when there are no channels."""
+    if x.shape[-1] == 0:
+        return Identity()
+    return make_normalizer(kind).fit(x, mask, grid_shape)
+
+
+def concat_normalizers(parts: Sequence[Normalizer]) -> Normalizer:
+    """One normaliser whose channels are those of ``parts`` in order (all of one kind).
+
+    Every kind is a per-channel affine map whose statistics of channel ``c`` depend on channel
+    ``c`` alone, so fitting channel by channel and concatenating equals fitting all at once; this
+    lets :mod:`opflow.data.trajectory` fit its window channels without materialising every pair.
+    """
+    kinds = {p.kind for p in parts}
+    if len(kinds) != 1:
+        raise ValueError(f"cannot concatenate normalisers of kinds {sorted(kinds)}")
+    if kinds == {"none"}:
+        return Identity()
+    states = [p.state_dict() for p in parts]
+    state = dict(states[0])
+    state["mean"] = torch.cat([s["mean"] for s in states], -1)
+    state["scale"] = torch.cat([s["scale"] for s in states], -1)
+    return normalizer_from_state(state)
+
+
+@dataclass
+class Normalizers:
+    """The three normalisers of a run: point inputs, outputs and globals (fitted on train only)."""
+
+    inputs: Normalizer
+    outputs: Normalizer
+    globals: Normalizer
+
+    def state_dict(self) -> dict[str, Any]:
+        return {"inputs": self.inputs.state_dict(), "outputs": self.outputs.state_dict(), "globals": self.globals.state_dict()}
+
+    @classmethod
+    def from_state(cls, state: Mapping[str, Any]) -> Normalizers:
+        """Rebuild from :meth:`state_dict` (files written before globals existed have none)."""
+        g = state.get("globals")
+        return cls(normalizer_from_state(state["inputs"]), normalizer_from_state(state["outputs"]), normalizer_from_state(g) if g else Identity())
+
+    def to(self, device: torch.device | str) -> Normalizers:
+        self.inputs.to(device)
+        self.outputs.to(device)
+        self.globals.to(device)
+        return self
+
+
+# --------------------------------------------------------------------------- datasets
+
+
+class ArrayDataset(Dataset):
+    """One split of a dataset in memory: the common base of every view (module docstring).
+
+    Subclasses fill: ``coords`` ``(N, d)`` shared or ``(S, N, d)`` per sample; ``inputs (S, N,
+    c_in)``; ``target (S, N, c_out)``; ``globals (S, g)`` or None; ``counts (S,)`` (real points of
+    each sample, padded storage) or None; ``grid_shape``; ``sample_index``; ``task``;
+    ``global_names`` (the task inputs that became globals); ``units``; ``attrs``; ``kind``.
+    """
+
+    kind = "base"
+    coords: torch.Tensor
+    inputs: torch.Tensor
+    target: torch.Tensor
+    globals: torch.Tensor | None = None
+    counts: torch.Tensor | None = None
+    grid_shape: tuple[int, ...] | None = None
+    rollout_steps: int = 0
+
+    def _init_common(self, path: str | os.PathLike, split: str | None) -> None:
+        self.path = Path(path)
+        if split is not None and split not in SPLITS:
+            raise DatasetError(f"unknown split {split!r}; use one of {list(SPLITS)}")
         self.split = split
-        self.grid_dims = grid
-        self.grid_shape: tuple[int, ...] = tuple(int(ds[d].shape[0]) for d in grid)
-        axes = [np.asarray(ds[d], dtype=np.float64) for d in grid]
-        mesh = np.meshgrid(*axes, indexing="ij")
-        self.coords = torch.from_numpy(np.stack([m.ravel() for m in mesh], axis=-1).astype(np.float32))
-        n_pts = int(np.prod(self.grid_shape))
-        s = ds[names[0]].shape[0]
-        self.inputs = torch.from_numpy(np.stack([np.asarray(ds[n], np.float32).reshape(s, n_pts) for n in self.task.inputs], -1))
-        self.target = torch.from_numpy(np.stack([np.asarray(ds[n], np.float32).reshape(s, n_pts) for n in self.task.outputs], -1))
-        self.sample_index = np.asarray(ds["sample_index"]) if "sample_index" in ds.variables else np.arange(s)
-        self.units = {n: ds.variables[n].attrs.get("units", "") for n in names}
-        self.attrs = ds.attrs
+        self.global_names: tuple[str, ...] = ()
+
+    @staticmethod
+    def _read(path: Path, names: Sequence[str], split: str | None) -> Any:
+        """Read ``names`` of ``split`` (every sample with ``split=None``); a split needs a split variable."""
+        if split is not None:
+            with open_dataset(path) as nc:
+                if "split" not in nc.variables:
+                    raise DatasetError(f"{path}: has no 'split' variable; derive the dataset with `opflow derive`")
+        return read_dataset(path, list(dict.fromkeys(names)), split=split)
 
     def __len__(self) -> int:
         return int(self.inputs.shape[0])
@@ -131,8 +235,141 @@ class GridDataset(Dataset):
     def out_channels(self) -> int:
         return int(self.target.shape[-1])
 
+    @property
+    def global_channels(self) -> int:
+        return 0 if self.globals is None else int(self.globals.shape[-1])
+
+    @property
+    def per_sample_coords(self) -> bool:
+        return self.coords.dim() == 3
+
+    def sample_coords(self, i: int) -> torch.Tensor:
+        """The coordinates of sample ``i`` cut to its real points ``(n_i, d)``."""
+        c = self.coords[i] if self.per_sample_coords else self.coords
+        return c if self.counts is None else c[: int(self.counts[i])]
+
+    def point_mask(self) -> torch.Tensor | None:
+        """``(S, N)`` bool, False at padding; None when every sample has every point."""
+        if self.counts is None:
+            return None
+        n = self.inputs.shape[1]
+        mask = torch.arange(n)[None, :] < self.counts[:, None]
+        return None if bool(mask.all()) else mask
+
+    def channel_names(self) -> list[str]:
+        """Names of the output channels (the per-channel error keys)."""
+        return list(self.task.outputs)
+
     def __getitem__(self, i: int) -> dict[str, Any]:
-        return {"coords": self.coords, "inputs": self.inputs[i], "target": self.target[i], "grid_shape": self.grid_shape, "index": i}
+        n = None if self.counts is None else int(self.counts[i])
+        cut = slice(None) if n is None else slice(0, n)
+        item: dict[str, Any] = {
+            "coords": self.sample_coords(i),
+            "inputs": self.inputs[i, cut],
+            "target": self.target[i, cut],
+            "grid_shape": self.grid_shape,
+            "index": i,
+        }
+        if self.globals is not None:
+            item["globals"] = self.globals[i]
+        if self.rollout_steps:
+            item["rollout_steps"] = self.rollout_steps
+        return item
+
+    def fit_normalizers(self, input_kind: str, output_kind: str) -> Normalizers:
+        """Normalisers fitted on this dataset (call it on the training split only); masks honoured."""
+        mask = self.point_mask()
+        g = self.globals
+        return Normalizers(
+            fit_normalizer(input_kind, self.inputs, mask, self.grid_shape),
+            fit_normalizer(output_kind, self.target, mask, self.grid_shape),
+            fit_normalizer(input_kind, g[:, None, :], None, None) if g is not None and g.shape[-1] else Identity(),
+        )
+
+    def info(self) -> dict[str, Any]:
+        """What a trained model records about its data (``model.pt`` ``task``)."""
+        return {
+            **self.task.to_dict(),
+            "globals": list(self.global_names),
+            "view_kind": self.kind,
+            "in_channels": self.in_channels,
+            "out_channels": self.out_channels,
+            "coord_dim": self.coord_dim,
+            "global_channels": self.global_channels,
+            "grid_shape": list(self.grid_shape) if self.grid_shape is not None else None,
+        }
+
+
+def split_globals(dims: Mapping[str, tuple[str, ...]], names: Sequence[str], point_dims: Sequence[str]) -> tuple[list[str], list[str]]:
+    """Split input ``names`` into those on the points (dims containing ``point_dims``) and globals."""
+    on_points, glob = [], []
+    for n in names:
+        d = dims[n]
+        if d[:1] != ("sample",):
+            raise DatasetError(f"task input {n!r} has dims {d}; per-sample variables start with 'sample'")
+        (on_points if set(point_dims) <= set(d[1:]) else glob).append(n)
+    return on_points, glob
+
+
+def stack_globals(ds: Any, names: Sequence[str]) -> torch.Tensor | None:
+    """``(S, g)`` float32: the global inputs ``names`` of a read dataset, flattened per sample, concatenated."""
+    if not names:
+        return None
+    cols = []
+    for n in names:
+        a = np.asarray(ds[n], dtype=np.float32)
+        cols.append(a.reshape(a.shape[0], -1))
+    return torch.from_numpy(np.concatenate(cols, axis=1))
+
+
+class GridDataset(ArrayDataset):
+    """One split of a grid dataset file, in memory (module docstring)."""
+
+    kind = "grid"
+
+    def __init__(self, path: str | os.PathLike, split: str | None = "train", task: Task | Mapping[str, Any] | None = None) -> None:
+        self._init_common(path, split)
+        self.task = resolve_task(self.path, task)
+        names = [*self.task.inputs, *self.task.outputs]
+        with open_dataset(self.path) as nc:
+            for key, group in (("inputs", self.task.inputs), ("outputs", self.task.outputs)):
+                missing = [n for n in group if n not in nc.variables]
+                if missing:
+                    raise DatasetError(f"{self.path}: task {key} {missing} are not variables of the file; it has {sorted(nc.variables)}")
+            dims = {n: tuple(nc.variables[n].dimensions) for n in names}
+        out_dims = {dims[n] for n in self.task.outputs}
+        fdims = next(iter(out_dims))
+        grid = fdims[1:]
+        if len(out_dims) != 1 or fdims[:1] != ("sample",) or not grid or any(d not in GRID_DIMS for d in grid):
+            raise DatasetError(
+                f"{self.path}: GridDataset reads fields on (sample, x[, y[, z]]) but {list(self.task.outputs)} have dims "
+                f"{sorted(out_dims)}; mesh and trajectory data have their own datasets (datasets.<name>.view)"
+            )
+        point_inputs, glob = split_globals(dims, self.task.inputs, grid)
+        bad = [n for n in point_inputs if dims[n] != fdims]
+        if bad:
+            raise DatasetError(f"{self.path}: task variables lie on different dimensions {dims}; they must share one grid")
+        ds = self._read(self.path, [*names, *grid], split)
+        self.global_names = tuple(glob)
+        self.grid_dims = grid
+        self.grid_shape = tuple(int(ds[d].shape[0]) for d in grid)
+        axes = [np.asarray(ds[d], dtype=np.float64) for d in grid]
+        mesh = np.meshgrid(*axes, indexing="ij")
+        self.coords = torch.from_numpy(np.stack([m.ravel() for m in mesh], axis=-1).astype(np.float32))
+        n_pts = int(np.prod(self.grid_shape))
+        s = ds[self.task.outputs[0]].shape[0]
+
+        def fields(group: Sequence[str]) -> torch.Tensor:
+            if not group:
+                return torch.zeros(s, n_pts, 0)
+            return torch.from_numpy(np.stack([np.asarray(ds[n], np.float32).reshape(s, n_pts) for n in group], -1))
+
+        self.inputs = fields(point_inputs)
+        self.target = fields(self.task.outputs)
+        self.globals = stack_globals(ds, glob)
+        self.sample_index = np.asarray(ds["sample_index"]) if "sample_index" in ds.variables else np.arange(s)
+        self.units = {n: ds.variables[n].attrs.get("units", "") for n in names}
+        self.attrs = ds.attrs
 
 
 # --------------------------------------------------------------------------- batches
@@ -176,6 +413,16 @@ def collate(items: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
         batch["target"], tmask = _pad([it["target"] for it in items])
         if (tmask is None) != (target_mask is None) or (tmask is not None and not torch.equal(tmask, target_mask)):
             raise ValueError("each sample needs one target row per output point (query point, or input point without query)")
+    has_globals = ["globals" in it and it["globals"] is not None for it in items]
+    if any(has_globals):
+        if not all(has_globals):
+            raise ValueError("either every sample of a batch has globals or none has")
+        batch["globals"] = torch.stack([it["globals"] for it in items])
+    steps = {int(it.get("rollout_steps") or 0) for it in items}
+    if len(steps) != 1:
+        raise ValueError(f"samples of one batch ask for different rollout lengths {sorted(steps)}")
+    if (s := steps.pop()) > 0:
+        batch["rollout_steps"] = s
     shapes = {tuple(it["grid_shape"]) if it.get("grid_shape") is not None else None for it in items}
     if mask is None and len(shapes) == 1 and None not in shapes:
         batch["grid_shape"] = shapes.pop()

@@ -41,14 +41,18 @@ def test_train_evaluate_show_end_to_end(project: dict, capsys: pytest.CaptureFix
     assert len((root / "models" / "toy_mlp" / "curves.csv").read_text().splitlines()) == 4
 
     out = root / "results" / "toy_mlp.json"
-    assert main(["evaluate", str(model), "--data", str(project["data"]), "--out", str(out), "--config", cfg, "--threads", "1"]) == 0
+    ev = ["evaluate", str(model), "--data", str(project["data"]), "--out", str(out), "--config", cfg, "--threads", "1"]
+    assert main([*ev, "--eval-set", f"again={project['data']}"]) == 0
     res = json.loads(out.read_text())
     assert res["epochs"] == 3 and res["inference"]["batch_size"] == 2  # evaluate: section read
+    # an extra evaluation set with a split is scored on its test split: here the same samples
+    assert res["eval_sets"]["again"]["split"] == "test"
+    assert res["eval_sets"]["again"]["rel_l2_mean"] == pytest.approx(res["metrics"]["rel_l2_mean"], rel=1e-6)
     assert out.with_suffix(".png").exists()
     capsys.readouterr()
     assert main(["show", str(out)]) == 0
     shown = capsys.readouterr().out
-    assert "rel_l2_mean" in shown and "parameters" in shown
+    assert "rel_l2_mean" in shown and "parameters" in shown and "eval set again: rel L2 mean" in shown
 
 
 def test_train_from_a_run_json_file_and_refusing_a_changed_run(project: dict, capsys: pytest.CaptureFixture[str]) -> None:
@@ -79,3 +83,9 @@ def test_config_mistakes_exit_2_with_the_key_named(project: dict, capsys: pytest
     assert "give either --run-json RUN or --config" in capsys.readouterr().err
     assert main(["evaluate", str(project["root"] / "none.pt"), "--data", str(project["data"]), "--out", str(project["root"] / "r.json")]) == 2
     assert "no such model file" in capsys.readouterr().err
+    ev = ["evaluate", str(project["root"] / "none.pt"), "--data", str(project["data"]), "--out", str(project["root"] / "r.json")]
+    assert main([*ev, "--eval-set", "a=x.nc", "--eval-set", "a=y.nc"]) == 2
+    assert "--eval-set names repeat: ['a', 'a']" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        main([*ev, "--eval-set", "no-equals-sign"])
+    assert "expected NAME=FILE" in capsys.readouterr().err

@@ -125,9 +125,11 @@ def test_task_is_checked() -> None:
     cfg = tiny_config()
     cfg["datasets"]["toy"]["task"] = {"inputs": "coeff", "outputs": ["sol"]}
     assert task_of(cfg, "toy") == {"inputs": ["coeff"], "outputs": ["sol"]}
+    cfg["datasets"]["toy"]["task"] = {"inputs": [], "outputs": ["sol"]}  # the coordinates alone are the input
+    assert task_of(cfg, "toy") == {"inputs": [], "outputs": ["sol"]}
     for task, msg in [
         ({"input": ["a"]}, r"unknown key\(s\) \['input'\]; allowed: \['inputs', 'outputs'\]"),
-        ({"inputs": []}, r"task\.inputs: expected a non-empty list"),
+        ({"outputs": []}, r"task\.outputs: expected a non-empty list"),
         ({"inputs": ["a", "a"]}, r"names repeat"),
         ({"inputs": ["a"], "outputs": ["a"]}, r"\['a'\] are both inputs and outputs"),
     ]:
