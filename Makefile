@@ -19,3 +19,4 @@ setup:
 
 bench: setup
 	python -m benchmarks.darcy_fd
+	python -m benchmarks.convergence

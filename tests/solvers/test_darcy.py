@@ -11,57 +11,26 @@ import pytest
 from opflow.data.errors import ConfigError
 from solvers.base import SolverError, get_generator
 from solvers.darcy import DarcyFD, assemble, solve
+from solvers.verification import darcy_fd_study
 
-# ------------------------------------------------------------------------------ manufactured solution
-# u = sin(pi x) sin(2 pi y) (zero on the boundary), a = 1 + sin(2 pi x + 1) cos(pi y) / 2 (in [1/2, 3/2]),
-# f = -div(a grad u) = -(a_x u_x + a_y u_y) + 5 pi^2 a u   (since Laplacian u = -5 pi^2 u)
-
-PI = np.pi
 LOGNORMAL = {"coefficient": "lognormal", "grf_convention": "kl", "sigma": 12.0, "tau": 6.0}  # continuum attention
 
-
-def u_exact(x, y):
-    return np.sin(PI * x) * np.sin(2 * PI * y)
-
-
-def a_exact(x, y):
-    return 1 + 0.5 * np.sin(2 * PI * x + 1) * np.cos(PI * y)
-
-
-def f_exact(x, y):
-    ux = PI * np.cos(PI * x) * np.sin(2 * PI * y)
-    uy = 2 * PI * np.sin(PI * x) * np.cos(2 * PI * y)
-    ax = PI * np.cos(2 * PI * x + 1) * np.cos(PI * y)
-    ay = -0.5 * PI * np.sin(2 * PI * x + 1) * np.sin(PI * y)
-    return -(ax * ux + ay * uy) + 5 * PI**2 * a_exact(x, y) * u_exact(x, y)
-
-
-def grid(s):
-    x = np.linspace(0, 1, s)
-    return np.meshgrid(x, x, indexing="ij")
+# ------------------------------------------------------------------------------ manufactured solution
+# problem (a) of solvers/verification.py: u = sin(pi x) sin(2 pi y), a = 1 + sin(2 pi x + 1) cos(pi y) / 2
 
 
 @pytest.mark.parametrize("face_mean", ["arithmetic", "harmonic"])
 @pytest.mark.parametrize("method", ["pcg_poisson", "pcg_scaled_poisson"])
 def test_manufactured_solution_converges_at_second_order(face_mean, method):
-    sizes = [17, 33, 65, 129]
-    hs, emax, el2 = [], [], []
-    for s in sizes:
-        X, Y = grid(s)
-        u, info = solve(a_exact(X, Y), f_exact, face_mean=face_mean, method=method, rtol=1e-12)
-        assert info.residual <= 1e-12 and info.method == method
-        e = u - u_exact(X, Y)
-        h = 1 / (s - 1)
-        hs.append(h)
-        emax.append(np.abs(e).max())
-        el2.append(np.sqrt(h * h * np.sum(e**2)))
-    for name, err in (("max", emax), ("L2", el2)):
-        order = np.polyfit(np.log(hs), np.log(err), 1)[0]
+    study = darcy_fd_study([17, 33, 65, 129], face_mean=face_mean, method=method, rtol=1e-12)
+    assert all(r <= 1e-12 for r in study.meta["residuals"]) and set(study.meta["methods"]) == {method}
+    for name in ("max", "L2"):
+        err, order = study.errors[name], study.slopes[name]
         assert 1.9 <= order <= 2.1, f"observed {name}-norm order {order:.3f}, errors {err}"
         # every refinement, not just the fit, is second order
-        local = np.log2(np.array(err[:-1]) / np.array(err[1:]))
+        local = study.local_orders(name)
         assert np.all((local > 1.85) & (local < 2.15)), f"{name} local orders {local}"
-    assert emax[-1] < 3e-4  # C h^2 with a modest constant at h = 1/128
+    assert study.errors["max"][-1] < 3e-4  # C h^2 with a modest constant at h = 1/128
 
 
 def test_assembly_matches_the_stencil_written_out():

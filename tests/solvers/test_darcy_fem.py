@@ -11,7 +11,6 @@ results are deterministic and the same under 2 MPI ranks as in serial.
 from __future__ import annotations
 
 import json
-import math
 import os
 import shutil
 import subprocess
@@ -25,20 +24,17 @@ from opflow.data.errors import ConfigError
 from opflow.data.format import read_dataset, validate
 from solvers.base import SolverError, get_generator
 from solvers.darcy_fem import (
-    DarcyFEM,
     DarcyFEMGenerator,
     DarcyFEMParams,
-    error_norms,
     evaluation_matrix,
     gmsh_mesh,
     grid_points,
     grid_to_points,
     locate_points,
-    unit_square_mesh,
 )
+from solvers.verification import R_HOLE, darcy_fem_study, slope, u_perforated, u_square_and_l
 
 ROOT = Path(__file__).resolve().parents[2]
-PI = math.pi
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -54,91 +50,32 @@ def gen(**kw) -> DarcyFEMGenerator:
     return get_generator("darcy_fem").from_config(kw)
 
 
-def slope(h: list[float], e: list[float]) -> float:
-    return float(np.polyfit(np.log(h), np.log(e), 1)[0])
-
-
 # --------------------------------------------------------------- manufactured solutions
-
-
-def ufl_mod():
-    from solvers.mpi import dolfinx_modules
-
-    return dolfinx_modules().ufl
-
-
-def a_exact(x):
-    ufl = ufl_mod()
-    return 1 + 0.5 * ufl.sin(2 * PI * x[0]) * ufl.cos(3 * PI * x[1]) + x[0] ** 2
-
-
-def a_numpy(p: np.ndarray) -> np.ndarray:
-    return 1 + 0.5 * np.sin(2 * PI * p[:, 0]) * np.cos(3 * PI * p[:, 1]) + p[:, 0] ** 2
-
-
-def u_square_and_l(x):
-    """Vanishes on the boundary of the unit square and of the L-shape (corner 1/2)."""
-    return 16 * x[0] * (1 - x[0]) * x[1] * (1 - x[1]) * (x[0] - 0.5) * (x[1] - 0.5)
-
-
-R_HOLE = 0.25
-
-
-def u_perforated(x):
-    """Vanishes on the unit square's sides and on the circle of radius 1/4 about (1/2, 1/2)."""
-    return 16 * x[0] * (1 - x[0]) * x[1] * (1 - x[1]) * ((x[0] - 0.5) ** 2 + (x[1] - 0.5) ** 2 - R_HOLE**2) / R_HOLE**2
-
-
-def source(u_exact):
-    def f(x):
-        ufl = ufl_mod()
-        return -ufl.div(a_exact(x) * ufl.grad(u_exact(x)))
-
-    return f
-
-
-def solve_mms(mesh, degree: int, u_exact) -> tuple[float, float]:
-    """P1: the data path (DG0 coefficient from centroid values); P2: the exact coefficient, so that
-    the observed order is the element's (a DG0 coefficient limits any element to L2 order 2)."""
-    if degree == 1:
-        s = DarcyFEM(mesh, degree=1, source=source(u_exact), quadrature_degree=6)
-        s.set_cell_coefficient(a_numpy(s.cell_midpoints))
-    else:
-        s = DarcyFEM(mesh, degree=2, source=source(u_exact), coefficient=a_exact, quadrature_degree=8)
-    return error_norms(s.solve(), u_exact)
+# problem (b) of solvers/verification.py
 
 
 @pytest.mark.parametrize(("degree", "l2_order", "h1_order"), [(1, 2.0, 1.0), (2, 3.0, 2.0)])
 def test_unit_square_manufactured_orders(degree: int, l2_order: float, h1_order: float) -> None:
-    ns = [8, 16, 32, 64]
-    errs = np.array([solve_mms(unit_square_mesh(n), degree, u_square_and_l) for n in ns])
-    h = [1 / n for n in ns]
-    assert abs(slope(h, errs[:, 0]) - l2_order) < 0.15
-    assert abs(slope(h, errs[:, 1]) - h1_order) < 0.15
-    assert errs[-1, 0] < (1e-4 if degree == 1 else 1e-6)
-
-
-def _gmsh_orders(name: str, degree: int, u_exact, sizes, **options) -> tuple[float, float, float]:
-    from meshes.domains import cached_mesh
-
-    errs = np.array([solve_mms(gmsh_mesh(cached_mesh(name, mesh_size=h, **options)), degree, u_exact) for h in sizes])
-    return slope(sizes, errs[:, 0]), slope(sizes, errs[:, 1]), float(errs[-1, 0])
+    study = darcy_fem_study(degree, [1 / n for n in (8, 16, 32, 64)])
+    assert abs(study.slopes["L2"] - l2_order) < 0.15
+    assert abs(study.slopes["H1"] - h1_order) < 0.15
+    assert study.errors["L2"][-1] < (1e-4 if degree == 1 else 1e-6)
 
 
 @pytest.mark.parametrize(("degree", "l2_order", "h1_order"), [(1, 2.0, 1.0), (2, 3.0, 2.0)])
 def test_l_shape_manufactured_orders(degree: int, l2_order: float, h1_order: float) -> None:
     """The L-shape is polygonal (meshed exactly) and the solution smooth: full orders on
     unstructured gmsh meshes."""
-    l2, h1, last = _gmsh_orders("l_shape", degree, u_square_and_l, [0.1, 0.05, 0.025, 0.0125])
-    assert abs(l2 - l2_order) < 0.15
-    assert abs(h1 - h1_order) < 0.15
+    study = darcy_fem_study(degree, [0.1, 0.05, 0.025, 0.0125], domain="l_shape", u_exact=u_square_and_l)
+    assert abs(study.slopes["L2"] - l2_order) < 0.15
+    assert abs(study.slopes["H1"] - h1_order) < 0.15
 
 
 def test_perforated_manufactured_order_with_curved_boundary() -> None:
     """A hole's boundary is a polygon within O(h^2) of the circle: P1 keeps order 2 in L2."""
-    l2, h1, last = _gmsh_orders("perforated", 1, u_perforated, [0.1, 0.05, 0.025, 0.0125], holes=((0.5, 0.5, R_HOLE),))
-    assert abs(l2 - 2.0) < 0.15
-    assert abs(h1 - 1.0) < 0.15
+    study = darcy_fem_study(1, [0.1, 0.05, 0.025, 0.0125], domain="perforated", u_exact=u_perforated, holes=((0.5, 0.5, R_HOLE),))
+    assert abs(study.slopes["L2"] - 2.0) < 0.15
+    assert abs(study.slopes["H1"] - 1.0) < 0.15
 
 
 # ------------------------------------------------------------ point evaluation / transfer

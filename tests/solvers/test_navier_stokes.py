@@ -32,6 +32,7 @@ from solvers.navier_stokes import (
     record_times,
     solve,
 )
+from solvers.verification import forced_flow, ns_forced_study, slope, smooth_field, taylor_green, taylor_green_study
 
 NO_CUDA = pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device")
 DEVICES = ["cpu", pytest.param("cuda", marks=NO_CUDA)]
@@ -45,30 +46,6 @@ def _one_thread():
     torch.set_num_threads(1)
     yield
     torch.set_num_threads(n)
-
-
-def slope(dts: list[float], errors: list[float]) -> float:
-    """Least-squares slope of log(error) against log(dt): the observed order."""
-    return float(np.polyfit(np.log(dts), np.log(errors), 1)[0])
-
-
-def smooth_field(n: int, seed: int, batch: int = 1, band_limited: bool = True) -> np.ndarray:
-    """A smooth random mean-zero field of unit standard deviation, optionally inside the 2/3 band."""
-    rng = np.random.default_rng(seed)
-    w_hat = np.fft.rfft2(rng.standard_normal((batch, n, n)))
-    m2 = np.fft.fftfreq(n, 1 / n)[:, None] ** 2 + np.fft.rfftfreq(n, 1 / n)[None, :] ** 2
-    w_hat *= np.exp(-0.05 * m2)
-    if band_limited:
-        w_hat *= dealias_mask(n)
-    w_hat[:, 0, 0] = 0
-    w = np.fft.irfft2(w_hat, s=(n, n))
-    return w / w.std(axis=(1, 2), keepdims=True)
-
-
-def taylor_green(n: int, k: int, nu: float, t: float) -> np.ndarray:
-    """w = 2 k cos(kx) cos(ky) exp(-2 nu k^2 t) on [0, 2 pi)^2: its advection vanishes identically."""
-    x = grid_points(n, TWO_PI)
-    return (2 * k * np.cos(k * x)[:, None] * np.cos(k * x)[None, :] * np.exp(-2 * nu * k**2 * t))[None]
 
 
 # ------------------------------------------------------------------------------------------------
@@ -155,11 +132,9 @@ def test_taylor_green_decays_exactly_and_cn_is_second_order(device: str) -> None
     for j, tj in enumerate(times):
         assert np.abs(w[0, j] - taylor_green(n, k, nu, tj)[0]).max() / scale < 1e-13
     # fno and heun_cn: Crank-Nicolson on the viscous term, the only active term -> order 2
-    dts = [0.1, 0.05, 0.025, 0.0125]
     for scheme in ("fno", "heun_cn"):
-        kw = dict(length=TWO_PI, nu=nu, scheme=scheme, cfl_limit=10, device=device)
-        errs = [np.abs(solve(w0, [t], dt=dt, **kw)[0, 0] - exact).max() / scale for dt in dts]
-        assert abs(slope(dts, errs) - 2.0) < 0.05, (scheme, errs)
+        study = taylor_green_study(scheme, [0.1, 0.05, 0.025, 0.0125], n=n, k=k, nu=nu, t=t, device=device)
+        assert abs(study.slopes["max"] - 2.0) < 0.05, (scheme, study.errors["max"])
 
 
 def test_fixed_steps_are_cut_to_land_on_record_times() -> None:
@@ -204,12 +179,8 @@ def test_fno_scheme_is_the_published_update() -> None:
 
 @pytest.mark.parametrize("device", DEVICES)
 def test_observed_order_with_advection_and_forcing(device: str) -> None:
-    """Random smooth IC with Kolmogorov forcing: errors against a fine etdrk4 reference."""
-    n, nu, t = 32, 0.01, 1.0
-    w0 = smooth_field(n, 0, batch=2, band_limited=False)
-    f = kolmogorov_forcing(n, 1)
-    kw = dict(length=TWO_PI, nu=nu, forcing=f, device=device, cfl_limit=10.0)
-    ref = solve(w0, [t], scheme="etdrk4", dt=1 / 512, **kw)
+    """Random smooth IC with Kolmogorov forcing: errors against a fine etdrk4 reference (dt = 1/512)."""
+    flow = forced_flow(n=32, nu=0.01, t=1.0, device=device, reference_dt=1 / 512)
     expected = {
         "fno": (1.0, [0.02, 0.01, 0.005, 0.0025]),
         "heun_cn": (2.0, [0.1, 0.05, 0.025, 0.0125]),
@@ -217,14 +188,13 @@ def test_observed_order_with_advection_and_forcing(device: str) -> None:
     }
     errors = {}
     for scheme, (order, dts) in expected.items():
-        errors[scheme] = [
-            np.linalg.norm(solve(w0, [t], scheme=scheme, dt=dt, **kw) - ref) / np.linalg.norm(ref) for dt in dts
-        ]
-        assert abs(slope(dts, errors[scheme]) - order) < 0.15, (scheme, errors[scheme])
+        study = ns_forced_study(scheme, dts, flow)
+        errors[scheme] = study.errors["L2"]
+        assert abs(study.slopes["L2"] - order) < 0.15, (scheme, errors[scheme])
     # adaptive etdrk4 (cfl 0.5) is more accurate than fno with 400 steps, in under 1/5 of the steps
     stats: dict = {}
-    adaptive = solve(w0, [t], scheme="etdrk4", cfl=0.5, stats=stats, **kw)
-    assert np.linalg.norm(adaptive - ref) / np.linalg.norm(ref) < errors["fno"][-1]
+    adaptive = solve(flow.w0, [flow.t], scheme="etdrk4", cfl=0.5, stats=stats, **flow.solve_kw)
+    assert flow.error(adaptive) < errors["fno"][-1]
     assert stats["steps"].max() < 400 / 5
 
 

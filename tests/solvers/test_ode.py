@@ -8,19 +8,10 @@ import numpy as np
 import pytest
 
 from solvers.ode import TABLEAU, IntegrationError, integrate, reference_solve
+from solvers.verification import linear, linear_exact, ode_fixed_step_study
 
-# y' = A y with eigenvalues -0.1 +- 2i: y(t) = e^{-0.1 t} R(2t) y0, R a rotation
-A = np.array([[-0.1, 2.0], [-2.0, -0.1]])
-
-
-def linear(t: np.ndarray, y: np.ndarray) -> np.ndarray:
-    return A @ y
-
-
-def linear_exact(t: np.ndarray, y0: np.ndarray) -> np.ndarray:
-    """exp(A t) y0 for y0 (2,) and t (M,): (M, 2)."""
-    c, s, g = np.cos(2 * t), np.sin(2 * t), np.exp(-0.1 * t)
-    return np.stack([g * (c * y0[0] + s * y0[1]), g * (-s * y0[0] + c * y0[1])], axis=-1)
+# linear: y' = A y with eigenvalues -0.1 +- 2i, linear_exact: y(t) = e^{-0.1 t} R(2t) y0, R a rotation
+# (problem (d) of solvers/verification.py)
 
 
 def lorenz(t: np.ndarray, y: np.ndarray) -> np.ndarray:
@@ -84,11 +75,8 @@ def test_tableau_is_a_5_4_pair_with_fsal() -> None:
 
 
 def test_fixed_step_mode_converges_at_order_five() -> None:
-    y0 = np.array([[1.0, 0.5]])
-    T = 5.0
-    ns = np.array([20, 40, 80, 160])
-    errs = [np.abs(integrate(linear, y0, [T], step=T / n).y[0, -1] - linear_exact(np.array([T]), y0[0])[0]).max() for n in ns]
-    slope = np.polyfit(np.log(T / ns), np.log(errs), 1)[0]
+    study = ode_fixed_step_study([20, 40, 80, 160], T=5.0, y0=(1.0, 0.5))
+    slope, errs = study.slopes["max"], study.errors["max"]
     assert 4.8 < slope < 5.2, f"observed order {slope:.3f}, errors {errs}"
 
 
