@@ -14,10 +14,10 @@ import importlib.metadata
 import json
 import os
 import platform
-import tempfile
 from collections.abc import Sequence
-from pathlib import Path
 from typing import Any
+
+from opflow.atomic import atomic_write_text
 
 __all__ = ["loadavg", "machine", "summary", "utc_timestamp", "versions", "write_json_atomic"]
 
@@ -78,18 +78,7 @@ def utc_timestamp() -> str:
 def write_json_atomic(path: str | os.PathLike[str], obj: Any, *, indent: int = 2) -> None:
     """Write ``obj`` as JSON (and a final newline) to ``path``, creating its parent folders.
 
-    The text goes to a temporary file in the same folder that is then renamed over ``path``
-    (``os.replace``), so readers see the old file or the whole new one, never a partial one.
+    Written through :func:`opflow.atomic.atomic_write_text`: readers see the old file or the whole
+    new one, never a partial one.
     """
-    path = Path(path)
-    text = json.dumps(obj, indent=indent) + "\n"
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w") as f:
-            f.write(text)
-        os.chmod(tmp, 0o644)  # mkstemp creates 0600
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    atomic_write_text(path, json.dumps(obj, indent=indent) + "\n")

@@ -102,9 +102,9 @@ def _series(studies: list[Any]) -> list[tuple[str, Any, str]]:
 
 
 def plot(studies: dict[str, list[Any]], path: str | os.PathLike[str]) -> Path:
-    from opflow.plots import _figure, _save
+    from opflow.plots import figure, save_figure
 
-    fig = _figure(figsize=(15, 9), layout="constrained")
+    fig = figure(figsize=(15, 9), layout="constrained")
     axes = fig.subplots(2, 3).ravel()
     markers = "osD^vx"
     rows = []
@@ -136,7 +136,7 @@ def plot(studies: dict[str, list[Any]], path: str | os.PathLike[str]) -> Path:
     text += [f"{tag:<5}{label:<22}{exp:>9g}{obs:>10.3f}" for tag, label, exp, obs in rows]
     table.text(0.0, 1.0, "\n".join(text), family="monospace", fontsize=9, va="top", transform=table.transAxes)
     fig.suptitle("Observed convergence orders of the opflow solvers (problems defined in solvers/verification.py)")
-    return _save(fig, path)
+    return save_figure(fig, path)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -37,6 +37,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from opflow.atomic import atomic_path
 from opflow.data.errors import ConfigError
 
 #: the names accepted by :func:`generate_mesh`
@@ -215,24 +216,26 @@ def generate_mesh(name: str, path: str | os.PathLike, *, mesh_size: float, **opt
     :data:`DEFAULT_HOLES`). The file appears under its final name only when complete.
     """
     opts = check_domain(name, mesh_size, **options)
-    path = Path(path)
-    if path.suffix != ".msh":
+    with atomic_msh(path) as tmp, gmsh_session(name) as gmsh:
+        gmsh.option.setNumber("Mesh.MeshSizeMax", float(mesh_size))
+        _build_geometry(gmsh, name, opts)
+        gmsh.model.mesh.generate(2)
+        gmsh.model.mesh.renumberNodes()
+        gmsh.model.mesh.renumberElements()
+        gmsh.write(str(tmp))
+    return Path(path)
+
+
+@contextlib.contextmanager
+def atomic_msh(path: str | os.PathLike) -> Iterator[Path]:
+    """Yield the temporary ``.msh`` path for gmsh to write; renamed to ``path`` when complete.
+
+    gmsh picks the format from the suffix, so ``path`` must end in ``.msh`` (checked first).
+    """
+    if Path(path).suffix != ".msh":
         raise ConfigError(f"mesh path {str(path)!r} must end in .msh")
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.stem}.tmp-{os.getpid()}-{uuid.uuid4().hex[:8]}.msh")
-    try:
-        with gmsh_session(name) as gmsh:
-            gmsh.option.setNumber("Mesh.MeshSizeMax", float(mesh_size))
-            _build_geometry(gmsh, name, opts)
-            gmsh.model.mesh.generate(2)
-            gmsh.model.mesh.renumberNodes()
-            gmsh.model.mesh.renumberElements()
-            gmsh.write(str(tmp))
-        os.replace(tmp, path)
-    finally:
-        with contextlib.suppress(FileNotFoundError):
-            tmp.unlink()
-    return path
+    with atomic_path(path) as tmp:
+        yield tmp
 
 
 def default_cache_dir() -> Path:

@@ -56,13 +56,13 @@ from __future__ import annotations
 import contextlib
 import math
 import os
-import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
 import numpy as np
 
+from meshes.domains import atomic_msh
 from opflow.data.errors import ConfigError
 
 CENTRE = (0.5, 0.5)
@@ -486,16 +486,6 @@ def write_cell_msh(
     prior = prior or VoidPrior()
     spec = spec or CellMeshSpec()
     coeffs = prior._check(coeffs)
-    path = Path(path)
-    if path.suffix != ".msh":
-        raise ConfigError(f"mesh path {str(path)!r} must end in .msh")
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.stem}.tmp-{os.getpid()}-{uuid.uuid4().hex[:8]}.msh")
-    try:
-        with _cell_model(coeffs, prior, spec) as gmsh:
-            gmsh.write(str(tmp))
-        os.replace(tmp, path)
-    finally:
-        with contextlib.suppress(FileNotFoundError):
-            tmp.unlink()
-    return path
+    with atomic_msh(path) as tmp, _cell_model(coeffs, prior, spec) as gmsh:
+        gmsh.write(str(tmp))
+    return Path(path)

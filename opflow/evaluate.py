@@ -55,6 +55,7 @@ import numpy as np
 import torch
 from torch.utils.data import DataLoader
 
+from opflow.atomic import atomic_write_text
 from opflow.config import EvalConfig
 from opflow.data.errors import DatasetError
 from opflow.data.format import open_dataset
@@ -63,7 +64,7 @@ from opflow.data.torch_data import ArrayDataset, Normalizers, Task, collate, out
 from opflow.data.views import make_dataset
 from opflow.metrics import relative_l2_groups, squared_sums, summary
 from opflow.runtime import PeakMemory, choose_device, set_threads
-from opflow.train import atomic_write_text, file_sha256, load_model, predict_batch
+from opflow.train import file_sha256, load_model, predict_batch
 
 log = logging.getLogger("opflow.evaluate")
 

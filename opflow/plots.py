@@ -25,8 +25,11 @@ from typing import Any
 
 import numpy as np
 
+from opflow.atomic import atomic_path
 
-def _figure(*args: Any, **kwargs: Any) -> Any:
+
+def figure(*args: Any, **kwargs: Any) -> Any:
+    """A matplotlib ``Figure`` on the Agg backend (no display, no pyplot state)."""
     import matplotlib
 
     matplotlib.use("Agg", force=False)
@@ -35,18 +38,16 @@ def _figure(*args: Any, **kwargs: Any) -> Any:
     return Figure(*args, **kwargs)
 
 
-def _save(fig: Any, path: str | os.PathLike) -> Path:
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
-    fig.savefig(tmp, format="png", dpi=110, bbox_inches="tight")
-    os.replace(tmp, path)
-    return path
+def save_figure(fig: Any, path: str | os.PathLike) -> Path:
+    """Save ``fig`` as a PNG at ``path`` atomically (:mod:`opflow.atomic`)."""
+    with atomic_path(path) as tmp:
+        fig.savefig(tmp, format="png", dpi=110, bbox_inches="tight")
+    return Path(path)
 
 
 def plot_curves(curves: Sequence[Mapping[str, Any]], path: str | os.PathLike, title: str = "") -> Path:
     """Training loss, test relative L2 (where evaluated) and learning rate per epoch."""
-    fig = _figure(figsize=(10, 3.8), layout="constrained")
+    fig = figure(figsize=(10, 3.8), layout="constrained")
     ax, ax_lr = fig.subplots(1, 2)
     ep = np.array([c["epoch"] for c in curves], dtype=float)
     tr = np.array([c["train_loss"] for c in curves], dtype=float)
@@ -65,7 +66,7 @@ def plot_curves(curves: Sequence[Mapping[str, Any]], path: str | os.PathLike, ti
     ax_lr.set_xlabel("epoch")
     ax_lr.set_ylabel("learning rate (last step of epoch)")
     ax_lr.grid(alpha=0.3)
-    return _save(fig, path)
+    return save_figure(fig, path)
 
 
 def _panel(fig: Any, ax: Any, values: np.ndarray, coords: np.ndarray, grid_shape: Sequence[int] | None, cmap: str, vlim: tuple[float, float] | None) -> None:
@@ -99,7 +100,7 @@ def plot_predictions(
     (N, c_out) numpy arrays, ``grid_shape`` (or None) and a ``label`` string.
     """
     rows = max(1, len(samples))
-    fig = _figure(figsize=(14, 3.2 * rows), layout="constrained")
+    fig = figure(figsize=(14, 3.2 * rows), layout="constrained")
     axes = np.atleast_2d(fig.subplots(rows, 4))
     for r, s in enumerate(samples):
         coords = np.asarray(s["coords"])
@@ -119,7 +120,7 @@ def plot_predictions(
             axes[r, c].set_title(name, fontsize=9)
     if title:
         fig.suptitle(title)
-    return _save(fig, path)
+    return save_figure(fig, path)
 
 
 # --------------------------------------------------------------------------- trajectories, series, meshes
@@ -145,7 +146,7 @@ def plot_rollout(
     """
     rows = 3 * _sample_rows(len(samples))
     cols = max(1, len(frames))
-    fig = _figure(figsize=(3.6 * cols, 3.0 * rows), layout="constrained")
+    fig = figure(figsize=(3.6 * cols, 3.0 * rows), layout="constrained")
     axes = np.atleast_2d(fig.subplots(rows, cols)).reshape(rows, cols)
     for r, s in enumerate(samples):
         true, pred = np.asarray(s["target"]), np.asarray(s["pred"])
@@ -162,7 +163,7 @@ def plot_rollout(
         axes[3 * r, 0].set_ylabel(s.get("label", ""), fontsize=9)
     if title:
         fig.suptitle(title)
-    return _save(fig, path)
+    return save_figure(fig, path)
 
 
 def plot_series(
@@ -183,7 +184,7 @@ def plot_series(
     rows = _sample_rows(len(samples))
     n_in = 1 if input_names else 0
     cols = n_in + len(output_names) + 1
-    fig = _figure(figsize=(4.2 * cols, 2.8 * rows), layout="constrained")
+    fig = figure(figsize=(4.2 * cols, 2.8 * rows), layout="constrained")
     axes = np.atleast_2d(fig.subplots(rows, cols)).reshape(rows, cols)
     for r, s in enumerate(samples):
         t = np.asarray(s["coords"])[:, 0]
@@ -217,7 +218,7 @@ def plot_series(
         axes[-1, c].set_xlabel(coord_name)
     if title:
         fig.suptitle(title)
-    return _save(fig, path)
+    return save_figure(fig, path)
 
 
 #: linear sub-triangles of higher-order cells, by corner count (gmsh / dolfinx node order:
@@ -260,7 +261,7 @@ def plot_mesh(samples: Sequence[Mapping[str, Any]], path: str | os.PathLike, *, 
     from matplotlib.tri import Triangulation
 
     rows = _sample_rows(len(samples))
-    fig = _figure(figsize=(13, 3.6 * rows), layout="constrained")
+    fig = figure(figsize=(13, 3.6 * rows), layout="constrained")
     axes = np.atleast_2d(fig.subplots(rows, 3)).reshape(rows, 3)
     for r, s in enumerate(samples):
         xy = np.asarray(s["coords"])[:, :2]
@@ -284,4 +285,4 @@ def plot_mesh(samples: Sequence[Mapping[str, Any]], path: str | os.PathLike, *, 
         axes[r, 0].set_ylabel(s.get("label", ""), fontsize=9)
     if title:
         fig.suptitle(title)
-    return _save(fig, path)
+    return save_figure(fig, path)

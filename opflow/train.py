@@ -62,6 +62,7 @@ from typing import Any
 
 import torch
 
+from opflow.atomic import atomic_path, atomic_write_text
 from opflow.config import TrainConfig, diff_keys, run_hash, run_identity
 from opflow.data.errors import ConfigError
 from opflow.data.format import open_dataset
@@ -135,35 +136,20 @@ def _plain(v: Any) -> Any:
 
 
 def atomic_torch_save(obj: Any, path: Path) -> None:
-    """``torch.save`` to a temporary name in the same folder, then rename: never a partial file."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
-    try:
+    """``torch.save`` through a temporary name (:mod:`opflow.atomic`): never a partial file."""
+    with atomic_path(path) as tmp:
         torch.save(obj, tmp)
-        os.replace(tmp, path)
-    finally:
-        with contextlib.suppress(FileNotFoundError):
-            tmp.unlink()
-
-
-def atomic_write_text(path: Path, text: str) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
-    tmp.write_text(text)
-    os.replace(tmp, path)
 
 
 def write_curves(curves: list[dict[str, Any]], folder: Path, png: bool = False, title: str = "") -> None:
     """``curves.json`` and ``curves.csv`` (and ``curves.png``) in ``folder``."""
     atomic_write_text(folder / "curves.json", json.dumps(curves, indent=1))
     fields = ["epoch", "train_loss", "test_rel_l2", "lr", "epoch_time_s", "elapsed_s"]
-    tmp = folder / f".curves.csv.tmp-{os.getpid()}"
-    with open(tmp, "w", newline="") as fh:
+    with atomic_path(folder / "curves.csv") as tmp, open(tmp, "w", newline="") as fh:
         w = csv.DictWriter(fh, fieldnames=fields)
         w.writeheader()
         for c in curves:
             w.writerow({k: ("" if c.get(k) is None else c.get(k)) for k in fields})
-    os.replace(tmp, folder / "curves.csv")
     if png and curves:
         from opflow.plots import plot_curves
 

@@ -725,8 +725,47 @@ def _run(
     )
 
 
+class _VorticityGenerator(Generator):
+    """What the vorticity generators share: a (sample, t, x, y) trajectory of one field on a periodic
+    square of side ``length``, stored at ``store_resolution``, from a GRF initial vorticity, solved
+    in blocks of ``batch_size`` samples. Subclasses give ``times()`` (the stored frames) and
+    ``forcing()`` (the curl of the body force on the solve grid, or None)."""
+
+    length: float = 1.0
+    description = "vorticity w = v_x - u_y"
+
+    def __init__(self, params: Any) -> None:
+        super().__init__(params)
+        self.block_size = params.batch_size
+
+    def times(self) -> np.ndarray:
+        raise NotImplementedError
+
+    def forcing(self) -> np.ndarray | None:
+        raise NotImplementedError
+
+    def dims(self) -> dict[str, int]:
+        s = self.params.store_resolution
+        return {"t": int(self.times().size), "x": s, "y": s}
+
+    def coords(self) -> dict[str, Variable]:
+        return _periodic_coords(self.params.store_resolution, self.length, self.times())
+
+    def fields(self) -> dict[str, FieldSpec]:
+        return {"vorticity": FieldSpec(("t", "x", "y"), "1/s", self.description, "output")}
+
+    def initial_vorticity(self, seed: int, indices: np.ndarray) -> np.ndarray:
+        """w0 of samples ``indices`` on the solve grid, (len(indices), n, n) float64."""
+        return _initial_vorticity(self.params, seed, indices, self.length)
+
+    def generate(self, seed: int, indices: np.ndarray) -> dict[str, np.ndarray]:
+        indices = np.asarray(indices, dtype=np.int64)
+        w0 = self.initial_vorticity(seed, indices)
+        return {"vorticity": _run(self, w0, self.times(), self.length, self.forcing(), seed, indices)}
+
+
 @register
-class NavierStokes(Generator):
+class NavierStokes(_VorticityGenerator):
     """``navier_stokes``: the FNO torus protocol (Li et al. 2020; ONO, GNOT, Galerkin "NS2d").
 
     Field ``vorticity[sample, t, x, y]`` (float32, 1/s): frame k is w at ``t[k]`` = t_record_start
@@ -789,38 +828,17 @@ class NavierStokes(Generator):
             for name in ("ic_alpha", "ic_tau", "ic_sigma"):
                 _check_positive(name, getattr(self, name))
 
-    def __init__(self, params: Any) -> None:
-        super().__init__(params)
-        self.block_size = params.batch_size
-
     def times(self) -> np.ndarray:
         p = self.params
         return record_times(p.t_final, p.record_every, p.t_record_start)
 
-    def dims(self) -> dict[str, int]:
-        s = self.params.store_resolution
-        return {"t": int(self.times().size), "x": s, "y": s}
-
-    def coords(self) -> dict[str, Variable]:
-        return _periodic_coords(self.params.store_resolution, 1.0, self.times())
-
-    def fields(self) -> dict[str, FieldSpec]:
-        return {"vorticity": FieldSpec(("t", "x", "y"), "1/s", "vorticity w = v_x - u_y", "output")}
-
-    def initial_vorticity(self, seed: int, indices: np.ndarray) -> np.ndarray:
-        """w0 of samples ``indices`` on the solve grid, (len(indices), n, n) float64."""
-        return _initial_vorticity(self.params, seed, indices, 1.0)
-
-    def generate(self, seed: int, indices: np.ndarray) -> dict[str, np.ndarray]:
+    def forcing(self) -> np.ndarray | None:
         p = self.params
-        indices = np.asarray(indices, dtype=np.int64)
-        w0 = self.initial_vorticity(seed, indices)
-        forcing = fno_forcing(p.resolution) if p.forcing == "fno" else None
-        return {"vorticity": _run(self, w0, self.times(), 1.0, forcing, seed, indices)}
+        return fno_forcing(p.resolution) if p.forcing == "fno" else None
 
 
 @register
-class Kolmogorov(Generator):
+class Kolmogorov(_VorticityGenerator):
     """``kolmogorov``: Kolmogorov flow pairs (w(T), w(T + gap)) (continuum attention, Calvello et al. 2024).
 
     u_t + u . grad u + grad p = nu Laplacian u + sin(n y) e_x on [0, 2 pi]^2, solved in vorticity
@@ -891,31 +909,13 @@ class Kolmogorov(Generator):
             for name in ("ic_alpha", "ic_tau", "ic_sigma"):
                 _check_positive(name, getattr(self, name))
 
-    def __init__(self, params: Any) -> None:
-        super().__init__(params)
-        self.block_size = params.batch_size
+    length = 2 * np.pi
+    description = "vorticity w = v_x - u_y at t = [T, T + gap]"
 
     def times(self) -> np.ndarray:
         p = self.params
         return np.array([p.t_input, p.t_input + p.t_gap], dtype=np.float64)
 
-    def dims(self) -> dict[str, int]:
-        s = self.params.store_resolution
-        return {"t": 2, "x": s, "y": s}
-
-    def coords(self) -> dict[str, Variable]:
-        return _periodic_coords(self.params.store_resolution, 2 * np.pi, self.times())
-
-    def fields(self) -> dict[str, FieldSpec]:
-        return {"vorticity": FieldSpec(("t", "x", "y"), "1/s", "vorticity w = v_x - u_y at t = [T, T + gap]", "output")}
-
-    def initial_vorticity(self, seed: int, indices: np.ndarray) -> np.ndarray:
-        """w0 of samples ``indices`` on the solve grid, (len(indices), n, n) float64."""
-        return _initial_vorticity(self.params, seed, indices, 2 * np.pi)
-
-    def generate(self, seed: int, indices: np.ndarray) -> dict[str, np.ndarray]:
+    def forcing(self) -> np.ndarray | None:
         p = self.params
-        indices = np.asarray(indices, dtype=np.int64)
-        w0 = self.initial_vorticity(seed, indices)
-        forcing = kolmogorov_forcing(p.resolution, p.wavenumber) if p.wavenumber > 0 else None
-        return {"vorticity": _run(self, w0, self.times(), 2 * np.pi, forcing, seed, indices)}
+        return kolmogorov_forcing(p.resolution, p.wavenumber) if p.wavenumber > 0 else None

@@ -18,18 +18,6 @@ from opflow.models.layers import KERNELS, MultiHeadAttention, TransformerBlock, 
 from opflow.models.layers import attention as A
 
 
-@pytest.fixture(autouse=True)
-def _float64_one_thread():
-    """Tests compute in float64 (tight tolerances) on one thread (tiny tensors: threads only add
-    contention on a shared machine); the defaults are restored afterwards."""
-    dtype, threads = torch.get_default_dtype(), torch.get_num_threads()
-    torch.set_default_dtype(torch.float64)
-    torch.set_num_threads(1)
-    yield
-    torch.set_default_dtype(dtype)
-    torch.set_num_threads(threads)
-
-
 B, H, M, N, D = 2, 2, 5, 7, 3
 N_REAL = (7, 4)  # sample 1 has 3 padded keys
 

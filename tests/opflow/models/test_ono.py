@@ -12,17 +12,7 @@ from opflow.data.errors import ConfigError
 from opflow.models import build_model, count_parameters
 from opflow.models.ono import ONO, CholeskyWhitening, jittered_cholesky
 
-
-@pytest.fixture(autouse=True)
-def _float64_one_thread():
-    """Tests compute in float64 (tight tolerances) on one thread (tiny tensors: threads only add
-    contention on a shared machine); the defaults are restored afterwards."""
-    dtype, threads = torch.get_default_dtype(), torch.get_num_threads()
-    torch.set_default_dtype(torch.float64)
-    torch.set_num_threads(1)
-    yield
-    torch.set_default_dtype(dtype)
-    torch.set_num_threads(threads)
+from model_helpers import overfit_mean_field_operator
 
 
 def tiny(coord_dim: int = 2, out: int = 1, **kw) -> ONO:
@@ -347,23 +337,5 @@ def test_outputs_converge_under_grid_refinement(attention):
 def test_overfits_four_samples_of_a_smooth_operator():
     """u = a <a> + <a^2> (<.> = mean over the domain) for 4 smooth inputs a on 32 points of [0, 1]:
     ONO (width 32, 2 stages, k = 8) reaches relative L2 < 1e-3, measured in evaluation mode."""
-    torch.set_default_dtype(torch.float32)
-    torch.manual_seed(0)
-    x = ((torch.arange(32) + 0.5) / 32)[None, :, None].repeat(4, 1, 1)
-    c = torch.randn(4, 3)
-    a = (torch.sin(math.pi * x * torch.arange(1.0, 4.0)) * c[:, None]).sum(-1, keepdim=True)
-    u = a * a.mean(1, keepdim=True) + (a**2).mean(1, keepdim=True)
-    m = build_model(dict(arch="ono", width=32, n_layers=2, n_heads=4, ortho_dim=8), 1, 1, 1)
-    steps = 1200
-    opt = torch.optim.Adam(m.parameters(), lr=1e-2, foreach=True)
-    sched = torch.optim.lr_scheduler.OneCycleLR(opt, max_lr=1e-2, total_steps=steps, pct_start=0.1)
-    for _ in range(steps):
-        loss = ((m(x, a) - u).norm(dim=(1, 2)) / u.norm(dim=(1, 2))).mean()
-        opt.zero_grad()
-        loss.backward()
-        opt.step()
-        sched.step()
-    m.eval()
-    with torch.no_grad():
-        err = ((m(x, a) - u).norm(dim=(1, 2)) / u.norm(dim=(1, 2))).mean()
-    assert err < 1e-3, float(err)
+    err = overfit_mean_field_operator(dict(arch="ono", width=32, n_layers=2, n_heads=4, ortho_dim=8))
+    assert err < 1e-3, err

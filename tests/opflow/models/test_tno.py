@@ -21,17 +21,6 @@ from opflow.models.tno import TNO, interpolate_1d, quadrature_weights, trapezoid
 T = 2.0  # the Lorenz-63 horizon (PROTOCOLS)
 
 
-@pytest.fixture(autouse=True)
-def _float64_one_thread():
-    """Tests compute in float64 on one thread; the defaults are restored afterwards."""
-    dtype, threads = torch.get_default_dtype(), torch.get_num_threads()
-    torch.set_default_dtype(torch.float64)
-    torch.set_num_threads(1)
-    yield
-    torch.set_default_dtype(dtype)
-    torch.set_num_threads(threads)
-
-
 def tno(out: int = 1, coord_dim: int = 1, seed: int = 0, **kw) -> TNO:
     torch.manual_seed(seed)
     return build_model({"arch": "tno", **kw}, 1, out, coord_dim).eval()

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import math
 
 import pytest
 import torch
@@ -11,16 +10,7 @@ from opflow.data.errors import ConfigError
 from opflow.models import build_model, count_parameters
 from opflow.models.transformer import LinearTransformer
 
-
-@pytest.fixture(autouse=True)
-def _float64_one_thread():
-    """Tests compute in float64 on one thread (tiny tensors); the defaults are restored afterwards."""
-    dtype, threads = torch.get_default_dtype(), torch.get_num_threads()
-    torch.set_default_dtype(torch.float64)
-    torch.set_num_threads(1)
-    yield
-    torch.set_default_dtype(dtype)
-    torch.set_num_threads(threads)
+from model_helpers import overfit_mean_field_operator
 
 
 def tiny(out: int = 1, **kw) -> LinearTransformer:
@@ -90,23 +80,5 @@ def test_query_stream_with_query_equal_to_coords_is_the_self_form():
 @pytest.mark.slow
 def test_overfits_four_samples_of_a_smooth_operator():
     """The task of the ONO overfitting test: u = a <a> + <a^2> on 32 points of [0, 1], 4 samples."""
-    torch.set_default_dtype(torch.float32)
-    torch.manual_seed(0)
-    x = ((torch.arange(32) + 0.5) / 32)[None, :, None].repeat(4, 1, 1)
-    c = torch.randn(4, 3)
-    a = (torch.sin(math.pi * x * torch.arange(1.0, 4.0)) * c[:, None]).sum(-1, keepdim=True)
-    u = a * a.mean(1, keepdim=True) + (a**2).mean(1, keepdim=True)
-    m = build_model(dict(arch="linear_transformer", width=32, n_layers=2, n_heads=4), 1, 1, 1)
-    coords = x
-    steps = 1200
-    opt = torch.optim.Adam(m.parameters(), lr=1e-2, foreach=True)
-    sched = torch.optim.lr_scheduler.OneCycleLR(opt, max_lr=1e-2, total_steps=steps, pct_start=0.1)
-    for _ in range(steps):
-        loss = ((m(coords, a) - u).norm(dim=(1, 2)) / u.norm(dim=(1, 2))).mean()
-        opt.zero_grad()
-        loss.backward()
-        opt.step()
-        sched.step()
-    with torch.no_grad():
-        err = ((m(coords, a) - u).norm(dim=(1, 2)) / u.norm(dim=(1, 2))).mean()
-    assert err < 1e-3, float(err)
+    err = overfit_mean_field_operator(dict(arch="linear_transformer", width=32, n_layers=2, n_heads=4))
+    assert err < 1e-3, err
