@@ -50,7 +50,7 @@ from typing import Any, Literal
 
 from opflow.data.errors import ConfigError
 from opflow.data.provenance import params_hash
-from opflow.data.views import View, parse_view
+from opflow.data.view_spec import View, parse_view
 
 Loss = Literal["rel_l2", "rel_h1", "mse"]
 NormalizerKind = Literal["unit_gaussian", "pointwise", "none"]

@@ -52,7 +52,7 @@ from .format import open_dataset
 from .normalize import Identity
 from .torch_data import ArrayDataset, Normalizers, Task, concat_normalizers, fit_normalizer, resolve_task
 from .transforms import GRID_DIMS
-from .views import View, parse_view
+from .view_spec import View, parse_view
 
 
 class _Frames:

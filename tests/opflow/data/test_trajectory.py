@@ -14,7 +14,8 @@ from opflow.data.normalize import make_normalizer
 from opflow.data.provenance import provenance_attrs
 from opflow.data.torch_data import collate
 from opflow.data.trajectory import OneStepDataset, RolloutDataset, WindowDataset, rollout
-from opflow.data.views import make_dataset, parse_view
+from opflow.data.view_spec import parse_view
+from opflow.data.views import make_dataset
 
 S, T, NX, NY = 5, 8, 4, 3  # 3 train + 2 test trajectories of 8 frames on a 4 x 3 periodic grid
 
