@@ -4,6 +4,7 @@
     opflow validate FILE...        schema and finite-value check (exit 1 on problems)
     opflow merge OUT SHARD...      join generation shards
     opflow derive SRC OUT ...      strided subsample + split selection
+    opflow regenerate FILE         rebuild a dataset from its attributes, report per variable if identical
     opflow show RESULT.json        print a results file as a short table
     opflow run-config ...          the resolved run config (training + model + task) of a dataset/model pair
     opflow train ...               train (or resume) a model on a dataset file; torchrun-aware
@@ -30,34 +31,41 @@ def command(name: str, add_args: Callable[[argparse.ArgumentParser], None]):
     return deco
 
 
-@command("inspect", lambda p: p.add_argument("file"))
+@command("inspect", lambda p: p.add_argument("file", help="dataset file (NetCDF) to summarise"))
 def _inspect(a: argparse.Namespace) -> int:
+    """Print the summary; an unreadable or damaged file raises DatasetError (one line from main)."""
     from opflow.data.format import summary
 
     print(summary(a.file))
     return 0
 
 
-@command("validate", lambda p: p.add_argument("files", nargs="+"))
+@command("validate", lambda p: p.add_argument("files", nargs="+", help="dataset file(s) (NetCDF) to check"))
 def _validate(a: argparse.Namespace) -> int:
-    from opflow.data.format import validate
+    """Check each file (docs/format.md); one line per problem, ``FILE: INVALID: problem``; exit 1 on any.
+
+    A damaged file (a chunk that does not decompress) is such a problem line, never a traceback.
+    Files of an older format version pass with a ``FILE: warning: ...`` line (see docs/format.md).
+    """
+    from opflow.data.format import check_file
 
     status = 0
     for f in a.files:
-        problems = validate(f)
-        if problems:
+        report = check_file(f)
+        for w in report.warnings:
+            print(f"{f}: warning: {w}")
+        for pr in report.problems:
+            print(f"{f}: INVALID: {pr.removeprefix(f'{f}: ')}")
+        if report.problems:
             status = 1
-            print(f"{f}: INVALID")
-            for pr in problems:
-                print(f"  - {pr}")
         else:
             print(f"{f}: ok")
     return status
 
 
 def _merge_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("out")
-    p.add_argument("shards", nargs="+")
+    p.add_argument("out", help="merged dataset file to write")
+    p.add_argument("shards", nargs="+", help="shard files written by the generation jobs, in any order")
 
 
 @command("merge", _merge_args)
@@ -69,8 +77,8 @@ def _merge(a: argparse.Namespace) -> int:
 
 
 def _derive_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("source")
-    p.add_argument("out")
+    p.add_argument("source", help="source dataset file (all samples of a solver run)")
+    p.add_argument("out", help="derived dataset file to write")
     p.add_argument("--resolution", type=int)
     p.add_argument("--train", type=int, required=True)
     p.add_argument("--test", type=int, required=True)
@@ -86,11 +94,63 @@ def _derive(a: argparse.Namespace) -> int:
     return 0
 
 
-@command("show", lambda p: p.add_argument("files", nargs="+"))
+_REGENERATE_HELP = """Rebuild FILE from its own provenance attributes (generator, parameters, seed, and for a
+derived file its stride, split rule and name) and report, per variable, whether the rebuilt
+data are identical to the original, bit for bit (values, dtype, dimensions and attributes).
+The rebuilt file is not byte-identical: its history, creation time (opflow_created), git
+commit, package versions and shard attributes record the new run and are not compared; all
+other global attributes are. Exit 0 when everything compared is identical, 1 when not
+(the last line says what differs), 2 when FILE cannot be regenerated. See docs/format.md."""
+
+
+def _regenerate_args(p: argparse.ArgumentParser) -> None:
+    p.description = _REGENERATE_HELP
+    p.formatter_class = argparse.RawDescriptionHelpFormatter
+    p.add_argument("file", help="dataset file written by the solvers, by merge or by derive")
+    p.add_argument("--out", help="keep the rebuilt file here (must not exist); default: a temporary file, deleted")
+    p.add_argument("--no-progress", action="store_true", help="no progress bar (also off when stderr is not a terminal)")
+
+
+@command("regenerate", _regenerate_args)
+def _regenerate(a: argparse.Namespace) -> int:
+    """Rebuild a dataset from its attributes and compare (exit 0 identical, 1 not, 2 cannot).
+
+    This is the one command of ``opflow`` that imports ``solvers`` (DESIGN.md: opflow never
+    imports solvers): regenerating data means running the generator that wrote it, and the
+    generators live in ``solvers``. The import happens here, inside the command, so importing
+    ``opflow.cli`` (and every other command) still works where ``solvers`` or its heavy
+    dependencies are absent, e.g. on a GPU machine with torch but no dolfinx.
+    """
+    from opflow.data.errors import ConfigError
+
+    try:
+        from solvers.base import SolverError
+        from solvers.regenerate import regenerate
+    except ImportError as e:
+        print(f"opflow: regenerate needs the solvers package and its dependencies ({e})", file=sys.stderr)
+        return 2
+    try:
+        report = regenerate(a.file, a.out, progress=not a.no_progress and sys.stderr.isatty())
+    except (ConfigError, SolverError) as e:
+        print(f"opflow: {a.file}: cannot regenerate: {e}", file=sys.stderr)
+        return 2
+    print("\n".join(report.lines()))
+    return 0 if report.identical else 1
+
+
+@command("show", lambda p: p.add_argument("files", nargs="+", help="results JSON file(s) written by opflow evaluate"))
 def _show(a: argparse.Namespace) -> int:
+    """Print each results file; one ``opflow: FILE: problem`` line (exit 2) for an unreadable or foreign one."""
+    from opflow.records import RecordError, Results
+
+    status = 0
     for f in a.files:
-        with open(f) as fh:
-            r = json.load(fh)
+        try:
+            r = Results.load(f).to_dict()
+        except RecordError as e:
+            print(f"opflow: {e}", file=sys.stderr)
+            status = 2
+            continue
         print(f"{f}:")
         for k in ("dataset", "model", "device", "epochs", "parameters", "train_time_s"):
             if k in r:
@@ -105,7 +165,7 @@ def _show(a: argparse.Namespace) -> int:
             print(f"  zero-shot {res}: rel L2 mean {v.get('rel_l2_mean', float('nan')):.5g}")
         for name, v in (r.get("eval_sets") or {}).items():
             print(f"  eval set {name}: rel L2 mean {v['rel_l2_mean']:.5g} median {v['rel_l2_median']:.5g} max {v['rel_l2_max']:.5g}")
-    return 0
+    return status
 
 
 def _stderr_handler() -> "logging.Handler":
@@ -125,7 +185,7 @@ def _stderr_handler() -> "logging.Handler":
 
 
 def _learning_command(fn: Callable[[argparse.Namespace], int]) -> Callable[[argparse.Namespace], int]:
-    """Log to stderr and turn configuration mistakes into one-line errors (exit 2)."""
+    """Log to stderr and turn configuration mistakes into one-line ``opflow: ...`` errors (exit 2)."""
 
     def wrapped(a: argparse.Namespace) -> int:
         import logging
@@ -141,7 +201,7 @@ def _learning_command(fn: Callable[[argparse.Namespace], int]) -> Callable[[argp
         try:
             return fn(a)
         except ConfigError as e:
-            print(f"error: {e}", file=sys.stderr)
+            print(f"opflow: {e}", file=sys.stderr)
             return 2
 
     wrapped.__doc__ = fn.__doc__
@@ -149,16 +209,28 @@ def _learning_command(fn: Callable[[argparse.Namespace], int]) -> Callable[[argp
 
 
 def _json_arg(text: str) -> dict:
-    """A JSON object given inline or as @path."""
+    """A JSON object given inline or as @path (errors name the file)."""
     from opflow.data.errors import ConfigError
 
-    try:
-        if text.startswith("@"):
-            with open(text[1:]) as fh:
-                return json.load(fh)
-        return json.loads(text)
-    except (OSError, json.JSONDecodeError) as e:
-        raise ConfigError(f"cannot read the JSON argument {text[:60]!r}: {e}") from None
+    if text.startswith("@"):
+        path = text[1:]
+        try:
+            with open(path) as fh:
+                value = json.load(fh)
+        except OSError as e:
+            raise ConfigError(f"{path}: cannot read it ({e.strerror or e})") from None
+        except json.JSONDecodeError as e:
+            raise ConfigError(f"{path}: not valid JSON, truncated or damaged ({e.msg} at line {e.lineno} column {e.colno})") from None
+        where = path
+    else:
+        try:
+            value = json.loads(text)
+        except json.JSONDecodeError as e:
+            raise ConfigError(f"cannot read the JSON argument {text[:60]!r}: {e}") from None
+        where = f"the JSON argument {text[:60]!r}"
+    if not isinstance(value, dict):
+        raise ConfigError(f"{where}: expected a JSON object, got {type(value).__name__}")
+    return value
 
 
 def _run_from_args(a: argparse.Namespace) -> dict:
@@ -273,18 +345,24 @@ def _evaluate(a: argparse.Namespace) -> int:
     return 0
 
 
-def main(argv: list[str] | None = None) -> int:
+def build_parser() -> argparse.ArgumentParser:
+    """The ``opflow`` argument parser: one subcommand per entry of :data:`COMMANDS`."""
     ap = argparse.ArgumentParser(prog="opflow", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = ap.add_subparsers(dest="cmd", required=True)
     for name, (add_args, _) in COMMANDS.items():
         add_args(sub.add_parser(name))
-    a = ap.parse_args(argv)
+    return ap
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run one subcommand; a bad file or value is one ``opflow: ...`` line on stderr and exit 2."""
+    a = build_parser().parse_args(argv)
     from opflow.data.format import DatasetError
 
     try:
         return COMMANDS[a.cmd][1](a)
     except DatasetError as e:
-        print(f"error: {e}", file=sys.stderr)
+        print(f"opflow: {e}", file=sys.stderr)
         return 2
 
 

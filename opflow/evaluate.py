@@ -1,7 +1,8 @@
 """Evaluation of a trained model: test errors, zero-shot and extra evaluation sets, speed, memory, provenance.
 
 ``evaluate(model.pt, data file, results.json, zero_shot=[files...], eval_sets={name: file}, png=...)``
-writes one JSON record (atomically) with:
+writes one JSON record (atomically; the fields are those of :class:`opflow.records.Results`,
+versioned) with:
 
 * the dataset and model names, the view, the full run config and its hash, and the SHA-256 of
   every data file read (test file, zero-shot files, evaluation sets);
@@ -34,6 +35,10 @@ Beside it a PNG shows the test samples at the median and the worst error (more q
 at a few predicted frames for rollouts; time series for series; ``tripcolor`` on meshes
 (:mod:`opflow.plots`).
 
+The model is loaded, and its predictions and errors computed, through :mod:`opflow.inference`:
+the same code that computes the test curves during training. This module does not import
+:mod:`opflow.train`.
+
 Command line (what ``rules/evaluate.smk`` runs)::
 
     opflow evaluate MODEL --data FILE --out JSON [--png PNG] [--zero-shot FILE...]
@@ -43,32 +48,30 @@ Command line (what ``rules/evaluate.smk`` runs)::
 from __future__ import annotations
 
 import datetime as _dt
-import json
 import logging
 import os
 import time
 from collections.abc import Mapping, Sequence
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 import torch
 from torch.utils.data import DataLoader
 
-from opflow.atomic import atomic_write_text
 from opflow.config import EvalConfig
 from opflow.data.errors import DatasetError
 from opflow.data.format import open_dataset
 from opflow.data.provenance import git_commit, json_default, package_versions
-from opflow.data.torch_data import ArrayDataset, Normalizers, Task, collate, output_mask, to_device
-from opflow.data.views import make_dataset
-from opflow.metrics import relative_l2_groups, squared_sums, summary
+from opflow.data.torch_data import ArrayDataset, Normalizers, Task, collate, to_device
+from opflow.data.views import kind_of, make_dataset
+from opflow.inference import batch_squared_sums, load_model, load_normalizers, predict_batch
+from opflow.metrics import relative_l2_groups, summary
+from opflow.records import Results, file_sha256
 from opflow.runtime import PeakMemory, choose_device, set_threads
-from opflow.train import file_sha256, load_model, predict_batch
 
 log = logging.getLogger("opflow.evaluate")
 
-RESULTS_FORMAT = "opflow-results/1"
+RESULTS_FORMAT = Results.format()
 
 
 def _sync(device: torch.device) -> None:
@@ -92,20 +95,6 @@ def _stats(e2: np.ndarray, r2: np.ndarray, ds: ArrayDataset) -> dict[str, Any]:
     return out
 
 
-def _rollout_stats(e2: np.ndarray, r2: np.ndarray, ds: Any) -> dict[str, Any]:
-    """Per predicted frame, and the ONO seen / unseen frame groups, of a rollout."""
-    f = ds.n_fields
-    per_step = [
-        {"frame": int(j), "t": float(t), **{f"rel_l2_{k}": v for k, v in _summ(relative_l2_groups(e2, r2, range(i * f, (i + 1) * f))).items()}}
-        for i, (j, t) in enumerate(zip(ds.predicted_frames, ds.times, strict=True))
-    ]
-    groups = {}
-    for name, ch in ds.step_groups().items():
-        frames = sorted({int(ds.predicted_frames[c // f]) for c in ch})
-        groups[name] = {"frames": [frames[0], frames[-1]], **{f"rel_l2_{k}": v for k, v in _summ(relative_l2_groups(e2, r2, ch)).items()}}
-    return {"per_step": per_step, "frame_groups": groups}
-
-
 @torch.no_grad()
 def _run_split(model: torch.nn.Module, ds: ArrayDataset, norms: Normalizers, device: torch.device, batch_size: int, warmup: int) -> dict[str, Any]:
     """Per-sample, per-channel squared sums, per-batch inference times and peak memory over one set."""
@@ -125,7 +114,7 @@ def _run_split(model: torch.nn.Module, ds: ArrayDataset, norms: Normalizers, dev
             pred = predict_batch(model, b, norms)
             _sync(device)
             times.append((time.perf_counter() - t0) / b["inputs"].shape[0])
-            e2, r2 = squared_sums(pred.double(), b["target"].double(), output_mask(b))
+            e2, r2 = batch_squared_sums(pred, b)
             e2s.append(e2.cpu())
             r2s.append(r2.cpu())
     e2, r2 = torch.cat(e2s).numpy(), torch.cat(r2s).numpy()
@@ -177,13 +166,13 @@ def evaluate(
     set_threads(threads if threads is not None else cfg.threads)
     dev = choose_device(device or cfg.device)
     model, rec = load_model(model_path, dev)
-    norms = Normalizers.from_state(rec["normalizers"]).to(dev)
-    t = rec["task"]
+    norms = load_normalizers(rec, dev)
+    t = rec.task
     task = Task(tuple(t["inputs"]), tuple(t["outputs"]))
-    view = rec.get("view")
+    view = rec.view
     if view is None and t.get("view_kind"):
         view = {"kind": t["view_kind"]}  # the view the model was trained on, inferred then
-    name = f"{rec['dataset']}_{rec['model']}"
+    name = f"{rec.dataset}_{rec.model}"
 
     files: dict[str, dict[str, Any]] = {}
 
@@ -208,8 +197,8 @@ def evaluate(
     log.info("%s: evaluating on %d test samples of %s (%s)", name, len(test_ds), data_file, dev)
     main = _run_split(model, test_ds, norms, dev, cfg.batch_size, cfg.warmup_batches)
     metrics = _stats(main["e2"], main["r2"], test_ds)
+    metrics.update(kind_of(test_ds).metrics(main["e2"], main["r2"], test_ds))  # the view kind's own statistics
     if test_ds.rollout_steps:
-        metrics.update(_rollout_stats(main["e2"], main["r2"], test_ds))
         # teacher-forced one-step pairs for every predicted frame (also those left out of training)
         tf = make_dataset(data_file, "test", task, {**(view or {}), "train_frames": None}, purpose="train")
         r = _run_split(model, tf, norms, dev, cfg.batch_size, 0)
@@ -219,8 +208,7 @@ def evaluate(
         ds = load(path, role, split)
         r = _run_split(model, ds, norms, dev, cfg.batch_size, min(cfg.warmup_batches, 1))
         res = {**_stats(r["e2"], r["r2"], ds), "file": str(path), "split": split or "all", "discretisation": _resolution_key(ds)}
-        if ds.rollout_steps:
-            res.update(_rollout_stats(r["e2"], r["r2"], ds))
+        res.update(kind_of(ds).metrics(r["e2"], r["r2"], ds))
         return {**res, "peak_memory": r["memory"], "inference_time_per_sample_s": float(np.median(r["times"]))}
 
     zs: dict[str, Any] = {}
@@ -233,53 +221,51 @@ def evaluate(
         es[set_name] = extra(f, f"eval_set:{set_name}", "test" if _has_split(f) else None)
         log.info("%s: eval set %s (%s): rel L2 median %.5g max %.5g", name, set_name, es[set_name]["discretisation"], es[set_name]["rel_l2_median"], es[set_name]["rel_l2_max"])
 
-    result: dict[str, Any] = {
-        "format": RESULTS_FORMAT,
-        "dataset": rec["dataset"],
-        "model": rec["model"],
-        "arch": rec["arch"],
-        "view": view if view is not None else {"kind": "grid"},
-        "run": rec["run"],
-        "run_hash": rec["run_hash"],
-        "data_files": files,
-        "training_data_fingerprint": rec.get("data_fingerprint"),
-        "parameters": int(rec["parameters"]),
-        "epochs": int(rec["epochs"]),
-        "train_time_s": float(rec["train_time_s"]),
-        "train_device": rec.get("device"),
-        "train_device_name": rec.get("device_name"),
-        "train_world_size": rec.get("world_size", 1),
-        "final_train_loss": rec.get("final_train_loss"),
-        "n_test": len(test_ds),
-        "resolution": _resolution_key(test_ds),
-        "metrics": metrics,
-        "zero_shot": zs,
-        "eval_sets": es,
-        "inference_time_per_sample_s": float(np.median(main["times"])),
-        "inference": {
+    results = Results(
+        dataset=rec.dataset,
+        model=rec.model,
+        arch=rec.arch,
+        view=view if view is not None else {"kind": "grid"},
+        run=rec.run,
+        run_hash=rec.run_hash,
+        data_files=files,
+        training_data_fingerprint=rec.data_fingerprint,
+        parameters=int(rec.parameters),
+        epochs=int(rec.epochs),
+        train_time_s=float(rec.train_time_s),
+        train_device=rec.device,
+        train_device_name=rec.device_name,
+        train_world_size=rec.world_size,
+        final_train_loss=rec.final_train_loss,
+        n_test=len(test_ds),
+        resolution=_resolution_key(test_ds),
+        metrics=metrics,
+        zero_shot=zs,
+        eval_sets=es,
+        inference_time_per_sample_s=float(np.median(main["times"])),
+        inference={
             "statistic": "median over test batches of batch time / batch size (normalise + forward + decode, data on device"
             + ("; the whole autoregressive rollout)" if test_ds.rollout_steps else ")"),
             "batch_size": cfg.batch_size,
             "warmup_batches": cfg.warmup_batches,
             "timed_batches": int(main["times"].size),
         },
-        "peak_memory": main["memory"],
-        "device": str(dev),
-        "device_name": torch.cuda.get_device_name(dev) if dev.type == "cuda" else dev.type,
-        "threads": torch.get_num_threads(),
-        "versions": package_versions(),
-        "git_commit": git_commit(),
-        "created": _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"),
-        "plot": str(png) if png is not None else None,
-        "model_file": str(model_path),
-    }
+        peak_memory=main["memory"],
+        device=str(dev),
+        device_name=torch.cuda.get_device_name(dev) if dev.type == "cuda" else dev.type,
+        threads=torch.get_num_threads(),
+        versions=package_versions(),
+        git_commit=git_commit(),
+        created=_dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"),
+        plot=str(png) if png is not None else None,
+        model_file=str(model_path),
+    )
     if png is not None:
         what = "full-trajectory rel. L2" if test_ds.rollout_steps else "test rel. L2"
         _plot(model, test_ds, main["joint"], norms, dev, cfg.n_plot_samples, png, title=f"{name}  {what} mean {metrics['rel_l2_mean']:.4g}")
-    out = Path(out_json)
-    atomic_write_text(out, json.dumps(result, indent=1, default=json_default))
+    out = results.save(out_json, default=json_default)
     log.info("%s: rel L2 mean %.5g median %.5g max %.5g -> %s", name, metrics["rel_l2_mean"], metrics["rel_l2_median"], metrics["rel_l2_max"], out)
-    return result
+    return results.to_dict()
 
 
 @torch.no_grad()
@@ -293,8 +279,8 @@ def _plot(
     png: str | os.PathLike,
     title: str,
 ) -> None:
-    from opflow import plots
-
+    """Predict the samples :func:`plot_indices` picks and let the dataset's view kind draw them."""
+    kind = kind_of(ds)
     idx = plot_indices(errors, n)
     order = np.argsort(errors, kind="stable")
     rank = {int(i): r for r, i in enumerate(order)}
@@ -302,38 +288,17 @@ def _plot(
     model.eval()
     for i in idx:
         item = ds[i]
-        b = to_device(collate([item]), device)
+        b = to_device(kind.collate([item]), device)
         pred = predict_batch(model, b, norms)[0].cpu().numpy()
         q = rank[i] / max(1, errors.size - 1)
         what = "worst" if rank[i] == errors.size - 1 else ("median" if rank[i] == int(round(0.5 * (errors.size - 1))) else f"{100 * q:.0f}th pct")
-        s = {
+        samples.append({
             "coords": item["coords"].numpy(),
             "inputs": item["inputs"].numpy(),
             "target": item["target"].numpy(),
             "pred": pred,
             "grid_shape": ds.grid_shape,
             "label": f"sample {int(ds.sample_index[i])}: {what}, rel L2 {errors[i]:.3g}",
-        }
-        if ds.kind == "mesh":
-            s["cells"] = ds.sample_cells(i)  # type: ignore[attr-defined]
-        samples.append(s)
-    outputs = list(ds.task.outputs)
-    if ds.rollout_steps:
-        steps = ds.rollout_steps
-        cols = sorted({0, steps // 2, steps - 1}) if steps > 1 else [0]
-        f = ds.n_fields  # type: ignore[attr-defined]
-        for s in samples:  # the first field of every step
-            s["target"], s["pred"] = s["target"][:, ::f], s["pred"][:, ::f]
-        labels = [f"frame {int(ds.predicted_frames[c])} (t={ds.times[c]:g})" for c in cols]  # type: ignore[attr-defined]
-        plots.plot_rollout(samples, png, frames=cols, frame_labels=labels, title=f"{title}  [{outputs[0]}]")
-    elif ds.kind == "series":
-        point_inputs = [n for n in ds.task.inputs if n not in ds.global_names]
-        plots.plot_series(samples, png, output_names=outputs, input_names=point_inputs, coord_name=ds.coord_names[0], title=title)  # type: ignore[attr-defined]
-    elif ds.kind == "mesh":
-        plots.plot_mesh(samples, png, output_name=outputs[0], title=title)
-    else:
-        names = list(ds.task.inputs) or ["(coordinates)"]
-        if ds.in_channels == 0:
-            for s in samples:
-                s["inputs"] = s["coords"][:, :1]
-        plots.plot_predictions(samples, png, input_name=names[0], output_name=outputs[0], title=title)
+            "index": i,
+        })
+    kind.plot(samples, ds, png, title=title)

@@ -9,10 +9,16 @@
 * Peak memory: on CUDA the allocator's ``max_memory_allocated``; on the CPU the peak of the
   resident set size above its value at the start, sampled by a thread every millisecond (plus the
   kernel's high-water mark when the process reaches a new peak).
+* One writer per output folder: :class:`FolderLock` takes ``fcntl.flock`` on ``<folder>/.lock``
+  without waiting; a second training into the same folder fails at once with
+  :class:`FolderBusyError` (the lock goes with the process, so a killed run never leaves a stale one).
 """
 
 from __future__ import annotations
 
+import contextlib
+import errno
+import fcntl
 import os
 import random
 import resource
@@ -20,6 +26,7 @@ import sys
 import threading
 import warnings
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -219,3 +226,99 @@ class PeakMemory:
 
     def as_dict(self) -> dict[str, Any]:
         return {"bytes": self.bytes, "mib": round(self.bytes / 2**20, 3), "kind": self.kind, "device": str(self.device)}
+
+
+# --------------------------------------------------------------------------- output folder lock
+
+
+class FolderBusyError(ConfigError):
+    """Another process holds the output folder's lock (another training writes there)."""
+
+
+class FolderLock:
+    """Exclusive, non-blocking ``flock`` on ``<folder>/.lock`` for as long as a run writes there.
+
+    The holder's pid is written into the file for the message of whoever is refused. The file is
+    removed on release (while still locked); :meth:`acquire` therefore checks that the file it
+    locked is still the one at the path, and retries otherwise, so two runs never both hold it.
+    """
+
+    NAME = ".lock"
+
+    def __init__(self, folder: str | os.PathLike[str], what: str = "training") -> None:
+        self.folder = Path(folder)
+        self.path = self.folder / self.NAME
+        self.what = what
+        self._fd: int | None = None
+
+    def acquire(self) -> FolderLock:
+        self.folder.mkdir(parents=True, exist_ok=True)
+        while True:
+            fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except OSError as e:
+                holder = self._holder(fd)
+                os.close(fd)
+                if e.errno not in (errno.EWOULDBLOCK, errno.EAGAIN, errno.EACCES):
+                    raise
+                raise FolderBusyError(
+                    f"{self.folder}: another {self.what}{holder} holds this folder (lock {self.path}); "
+                    "wait for it to finish or use another output folder"
+                ) from None
+            try:
+                same = os.path.samestat(os.fstat(fd), os.stat(self.path))
+            except FileNotFoundError:
+                same = False
+            if same:
+                break
+            os.close(fd)  # the previous holder removed the file between our open and flock: again
+        os.ftruncate(fd, 0)
+        os.write(fd, f"{os.getpid()}\n".encode())
+        self._fd = fd
+        return self
+
+    @staticmethod
+    def _holder(fd: int) -> str:
+        with contextlib.suppress(OSError, ValueError):
+            pid = int(os.pread(fd, 32, 0).decode().strip() or "x")
+            return f" (pid {pid})"
+        return ""
+
+    def release(self) -> None:
+        if self._fd is None:
+            return
+        with contextlib.suppress(FileNotFoundError):
+            self.path.unlink()
+        os.close(self._fd)
+        self._fd = None
+
+    def __enter__(self) -> FolderLock:
+        return self.acquire()
+
+    def __exit__(self, *exc: Any) -> None:
+        self.release()
+
+
+@contextlib.contextmanager
+def folder_lock(folder: str | os.PathLike[str], info: DistInfo, what: str = "training") -> Any:
+    """:class:`FolderLock` taken by rank 0 of a (possibly distributed) job; every rank fails if it is busy."""
+    lock = FolderLock(folder, what)
+    error = ""
+    if info.is_main:
+        try:
+            lock.acquire()
+        except FolderBusyError as e:
+            error = str(e)
+    if info.distributed:
+        import torch.distributed as dist
+
+        box = [error]
+        dist.broadcast_object_list(box, src=0)
+        error = box[0]
+    if error:
+        raise FolderBusyError(error)
+    try:
+        yield lock
+    finally:
+        lock.release()

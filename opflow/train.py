@@ -8,7 +8,7 @@ One run = one resolved run config (:func:`opflow.config.resolve_run`) + one data
    a model with ``accepts_globals = True`` also gets ``globals=`` (B, g) and, when its
    constructor takes ``global_channels``, is built with ``global_channels = g`` of the data (a
    configured value must agree); any other model gets the normalised globals broadcast to every
-   point as extra input channels (:func:`model_inputs`);
+   point as extra input channels (:func:`opflow.inference.model_inputs`);
 3. loss (``rel_l2`` by default, see :mod:`opflow.metrics`) between the decoded prediction and the
    target in physical units (``loss_space: physical``), or between the raw prediction and the
    encoded target (``normalized``: what the ONO authors' released Darcy script does);
@@ -20,7 +20,7 @@ One run = one resolved run config (:func:`opflow.config.resolve_run`) + one data
 The data come from :func:`opflow.data.views.make_dataset` with the run's ``task`` and ``view``:
 the training split as the view's training items (teacher-forced pairs for ``window`` views), the
 test split for the curves as the view's test items (whole trajectories rolled out autoregressively
-for ``window`` views: :func:`predict_batch`).
+for ``window`` views: :func:`opflow.inference.predict_batch`).
 
 Every ``checkpoint_every`` epochs (default 1) ``checkpoint.pt`` in the output folder is replaced
 atomically (temporary file + rename). It holds the model, optimizer and scheduler states, the RNG
@@ -39,23 +39,34 @@ are averaged by DDP, and only rank 0 evaluates the curves and writes files.
 
 Curves: ``curves.csv`` / ``curves.json`` (epoch, train loss, test relative L2 every
 ``eval_every`` epochs, learning rate of the epoch's last step, epoch time, elapsed training time)
-and ``curves.png`` beside the model.
+and ``curves.png`` beside the model. ``train.log`` there keeps what each call logged (model size,
+one line per epoch, resumes, the final file), appended to, never overwritten: every call starts
+with a marker line, ``--- started from scratch (<UTC time>) ---`` or ``--- resumed at epoch N
+(<UTC time>) ---``.
+
+One training per output folder at a time: a call holds ``<out_dir>/.lock``
+(:class:`opflow.runtime.FolderLock`) while it runs; a second call into the same folder fails at
+once with :class:`opflow.runtime.FolderBusyError`.
+
+Code layout: :func:`train` takes the lock and drives a :class:`Trainer` through its steps
+(:meth:`Trainer.setup`, :meth:`Trainer.resume`, then :meth:`Trainer.fit`, which runs
+:meth:`Trainer.epoch` and :meth:`Trainer.save_checkpoint` / :meth:`Trainer.save_model`).
+Prediction and test errors come from :mod:`opflow.inference`, the same code evaluation uses; the
+final file is an :class:`opflow.records.ModelRecord`.
 """
 
 from __future__ import annotations
 
-import contextlib
 import csv
 import dataclasses
 import datetime as _dt
-import hashlib
 import json
 import logging
 import math
 import os
 import sys
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -65,14 +76,15 @@ import torch
 from opflow.atomic import atomic_path, atomic_write_text
 from opflow.config import TrainConfig, diff_keys, run_hash, run_identity
 from opflow.data.errors import ConfigError
-from opflow.data.format import open_dataset
 from opflow.data.torch_data import ArrayDataset, Normalizers, make_loader, output_mask, to_device
-from opflow.data.trajectory import rollout
 from opflow.data.views import make_dataset
-from opflow.metrics import relative_l2, relative_l2_joint, training_loss
+from opflow.inference import accepts_globals, forward, load_model, model_inputs, predict, predict_batch, test_errors
+from opflow.metrics import training_loss
+from opflow.records import ModelRecord, data_fingerprint, file_sha256
 from opflow.runtime import (
     DistInfo,
     barrier,
+    folder_lock,
     init_distributed,
     rng_state,
     seed_everything,
@@ -82,11 +94,18 @@ from opflow.runtime import (
     warn_ignored,
 )
 
+# names that lived here before opflow.inference / opflow.records held them, kept importable
+__all__ = [
+    "CHECKPOINT_FORMAT", "CHECKPOINT_NAME", "LOG_NAME", "RunMismatchError", "TrainResult", "Trainer", "train", "build_for_data",
+    "write_curves", "atomic_torch_save",
+    "accepts_globals", "forward", "load_model", "model_inputs", "predict", "predict_batch", "test_errors", "data_fingerprint", "file_sha256",
+]
+
 log = logging.getLogger("opflow.train")
 
 CHECKPOINT_FORMAT = "opflow-checkpoint/1"
-MODEL_FORMAT = "opflow-model/1"
 CHECKPOINT_NAME = "checkpoint.pt"
+LOG_NAME = "train.log"
 
 
 class RunMismatchError(ConfigError):
@@ -107,32 +126,6 @@ class TrainResult:
 
 
 # --------------------------------------------------------------------------- files
-
-
-def file_sha256(path: str | os.PathLike, chunk: int = 1 << 22) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as fh:
-        while block := fh.read(chunk):
-            h.update(block)
-    return h.hexdigest()
-
-
-def data_fingerprint(path: str | os.PathLike) -> dict[str, Any]:
-    """What identifies a dataset file's content cheaply: its provenance attributes.
-
-    Derived files carry the source's parameter hash, the stride/resolution and the split rule; a
-    file without them is identified by its SHA-256.
-    """
-    keys = ("opflow_params_hash", "opflow_source_params_hash", "opflow_stride", "opflow_resolution", "opflow_split_rule", "opflow_dataset")
-    with open_dataset(path) as nc:
-        attrs = {k[7:]: _plain(nc.getncattr(k)) for k in keys if k in nc.ncattrs()}
-    if "params_hash" not in attrs:
-        attrs = {"sha256": file_sha256(path)}
-    return attrs
-
-
-def _plain(v: Any) -> Any:
-    return v.item() if hasattr(v, "item") else v
 
 
 def atomic_torch_save(obj: Any, path: Path) -> None:
@@ -156,90 +149,11 @@ def write_curves(curves: list[dict[str, Any]], folder: Path, png: bool = False, 
         plot_curves(curves, folder / "curves.png", title=title)
 
 
-# --------------------------------------------------------------------------- forward
+def _utc_now() -> str:
+    return _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds")
 
 
-def _unwrap(model: torch.nn.Module) -> torch.nn.Module:
-    """The model inside DDP / torch.compile wrappers."""
-    while True:
-        inner = getattr(model, "module", None) or getattr(model, "_orig_mod", None)
-        if not isinstance(inner, torch.nn.Module):
-            return model
-        model = inner
-
-
-def accepts_globals(model: torch.nn.Module) -> bool:
-    return bool(getattr(_unwrap(model), "accepts_globals", False))
-
-
-def model_inputs(model: torch.nn.Module, batch: Mapping[str, Any], norms: Normalizers) -> tuple[torch.Tensor, dict[str, Any]]:
-    """Encoded input features and extra forward keywords: the globals, passed or broadcast."""
-    gs = batch.get("grid_shape")
-    x = norms.inputs.encode(batch["inputs"], gs)
-    g = batch.get("globals")
-    if g is None:
-        return x, {}
-    g = norms.globals.encode(g[:, None, :])[:, 0]
-    if accepts_globals(model):
-        return x, {"globals": g}
-    return torch.cat([x, g[:, None, :].expand(-1, x.shape[1], -1).to(x.dtype)], -1), {}
-
-
-def forward(model: torch.nn.Module, batch: Mapping[str, Any], norms: Normalizers, *, autocast: bool = False) -> torch.Tensor:
-    """Model output in normalised units for a batch already on the model's device."""
-    x, extra = model_inputs(model, batch, norms)
-    ctx = torch.autocast("cuda", dtype=torch.bfloat16) if autocast else contextlib.nullcontext()
-    with ctx:
-        out = model(batch["coords"], x, query=batch.get("query"), mask=batch.get("mask"), grid_shape=batch.get("grid_shape"), **extra)
-    return out.float()
-
-
-def predict_batch(model: torch.nn.Module, batch: Mapping[str, Any], norms: Normalizers, *, autocast: bool = False) -> torch.Tensor:
-    """Prediction in physical units: one forward pass, or a rollout when the batch asks for one."""
-    gs = batch.get("grid_shape")
-
-    def step(b: Mapping[str, Any]) -> torch.Tensor:
-        return norms.outputs.decode(forward(model, b, norms, autocast=autocast), gs)
-
-    steps = int(batch.get("rollout_steps") or 0)
-    if not steps:
-        return step(batch)
-    n_fields = batch["target"].shape[-1] // steps
-    return rollout(step, batch, steps, n_fields)
-
-
-@torch.no_grad()
-def predict(
-    model: torch.nn.Module,
-    loader: Any,
-    norms: Normalizers,
-    device: torch.device,
-    *,
-    autocast: bool = False,
-) -> Iterator[tuple[dict[str, Any], torch.Tensor]]:
-    """Yield ``(batch on device, prediction in physical units)`` over a loader, model in eval mode."""
-    was_training = model.training
-    model.eval()
-    try:
-        for batch in loader:
-            b = to_device(batch, device)
-            yield b, predict_batch(model, b, norms, autocast=autocast)
-    finally:
-        model.train(was_training)
-
-
-def test_errors(model: torch.nn.Module, loader: Any, norms: Normalizers, device: torch.device, *, autocast: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
-    """Per-sample relative L2 over all channels (S,) and per channel (S, C), physical units.
-
-    For rollouts the channels are the predicted steps: per-step errors, and the joint error is the
-    full-trajectory error.
-    """
-    joint, per = [], []
-    for b, pred in predict(model, loader, norms, device, autocast=autocast):
-        m = output_mask(b)
-        joint.append(relative_l2_joint(pred.double(), b["target"].double(), m).cpu())
-        per.append(relative_l2(pred.double(), b["target"].double(), m).cpu())
-    return torch.cat(joint), torch.cat(per)
+# --------------------------------------------------------------------------- model
 
 
 def build_for_data(model_config: Mapping[str, Any], ds: ArrayDataset, where: str) -> tuple[Any, dict[str, Any], dict[str, int]]:
@@ -267,7 +181,7 @@ def build_for_data(model_config: Mapping[str, Any], ds: ArrayDataset, where: str
     return build_model(cfg, shape["in_channels"], shape["out_channels"], shape["coord_dim"], where=where), cfg, shape
 
 
-# --------------------------------------------------------------------------- training
+# --------------------------------------------------------------------------- checkpoints and processes
 
 
 def _load_checkpoint(path: Path) -> dict[str, Any]:
@@ -312,6 +226,9 @@ def _progress_default(info: DistInfo) -> bool:
     return info.is_main and sys.stderr.isatty()
 
 
+# --------------------------------------------------------------------------- entry point
+
+
 def train(
     run: Mapping[str, Any],
     data_file: str | os.PathLike,
@@ -329,7 +246,8 @@ def train(
 
     ``output`` is the final model file (default ``out_dir/model.pt``). ``max_epochs_this_call``
     stops after that many epochs of this call, leaving a checkpoint to resume from. ``device``
-    overrides ``training.device``; ``threads`` overrides ``training.threads``.
+    overrides ``training.device``; ``threads`` overrides ``training.threads``. Another training
+    running into ``out_dir`` makes this one fail at once (:class:`opflow.runtime.FolderBusyError`).
     """
     cfg = TrainConfig.from_dict(run["training"], "run.training")
     if device is not None:
@@ -337,255 +255,319 @@ def train(
     set_threads(threads if threads is not None else cfg.threads)
     info, dev = init_distributed(cfg.device)
     try:
-        return _train(run, cfg, info, dev, Path(data_file), Path(out_dir), output, restart, restart_if_changed, progress, max_epochs_this_call)
+        cfg.check_world_size(info.world_size)
+        with folder_lock(out_dir, info, "training"):
+            trainer = Trainer(run, cfg, info, dev, data_file, out_dir, output=output, progress=progress)
+            trainer.setup()
+            trainer.resume(restart=restart, restart_if_changed=restart_if_changed)
+            return trainer.fit(max_epochs_this_call)
     finally:
         shutdown_distributed(info)
 
 
-def _train(
-    run: Mapping[str, Any],
-    cfg: TrainConfig,
-    info: DistInfo,
-    dev: torch.device,
-    data_file: Path,
-    out_dir: Path,
-    output: str | os.PathLike | None,
-    restart: bool,
-    restart_if_changed: bool,
-    progress: bool | None,
-    max_epochs_this_call: int | None,
-) -> TrainResult:
-    from tqdm.auto import tqdm
+# --------------------------------------------------------------------------- the trainer
 
-    from opflow.models.base import count_parameters
 
-    cfg.check_world_size(info.world_size)
-    local_batch = cfg.batch_size // info.world_size
-    autocast = cfg.precision == "bf16"
-    if autocast and dev.type != "cuda":
-        warn_ignored("precision bf16 (autocast)", dev)
-        autocast = False
-    use_compile = cfg.compile
-    if use_compile and dev.type != "cuda":
-        warn_ignored("compile (torch.compile)", dev)
-        use_compile = False
-    progress = _progress_default(info) if progress is None else (progress and info.is_main)
-    out_dir.mkdir(parents=True, exist_ok=True)
-    ckpt_path = out_dir / CHECKPOINT_NAME
-    model_path = Path(output) if output is not None else out_dir / "model.pt"
-    run = dict(run)
-    run["hash"] = run_hash(run)
-    fingerprint = data_fingerprint(data_file)
-    name = f"{run['dataset']}_{run['model']}"
+class Trainer:
+    """One training run of ``run`` on ``data_file`` in ``out_dir``, in steps (module doc for the maths).
 
-    # data and normalisers (training split only)
-    view = run.get("view")
-    train_ds = make_dataset(data_file, "train", run.get("task"), view, purpose="train")
-    test_ds = make_dataset(data_file, "test", train_ds.task, view, purpose="rollout")
-    norms = train_ds.fit_normalizers(cfg.input_normalizer, cfg.output_normalizer)
+    * :meth:`setup`: datasets, normalisers (training split only), the model (seeded: identical
+      initial weights on every process), loaders, AdamW and the OneCycle schedule;
+    * :meth:`resume`: continue from a matching ``checkpoint.pt`` (weights, optimiser, schedule,
+      normalisers, RNG and loader streams, curves), or discard it, or refuse it;
+    * :meth:`fit`: :meth:`epoch` after epoch, :meth:`save_checkpoint` every ``checkpoint_every``
+      epochs and at the stop, :meth:`save_model` when all epochs are done.
 
-    # model, optimiser, schedule (seeded: identical initial weights on every process)
-    seed_everything(cfg.seed)
-    model, model_config, build_shape = build_for_data(run["model_config"], train_ds, where=f"models.{run['model']}")
-    model.to(dev)
-    loader, sampler, loader_gen = make_loader(
-        train_ds, local_batch, shuffle=True, seed=cfg.seed, rank=info.rank, world_size=info.world_size,
-        num_workers=cfg.num_workers, pin_memory=dev.type == "cuda",
-    )
-    test_loader, _, _ = make_loader(test_ds, local_batch, shuffle=False, num_workers=0)
-    steps_per_epoch = len(loader)
-    optimizer = torch.optim.AdamW(model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
-    scheduler = torch.optim.lr_scheduler.OneCycleLR(
-        optimizer, max_lr=cfg.lr, total_steps=cfg.epochs * steps_per_epoch,
-        pct_start=cfg.pct_start, div_factor=cfg.div_factor, final_div_factor=cfg.final_div_factor,
-    )
-    if info.distributed and info.rank:  # different dropout streams per process, same initial weights
-        torch.manual_seed(cfg.seed + 1_000_003 * info.rank)
+    The steps run in this order on every process of a DDP job; the order of the random draws is
+    part of the contract that a resumed run equals an uninterrupted one bit for bit.
+    """
 
-    # resume
-    start_epoch, curves, train_time = 0, [], 0.0
-    if ckpt_path.exists():
+    def __init__(
+        self,
+        run: Mapping[str, Any],
+        cfg: TrainConfig,
+        info: DistInfo,
+        dev: torch.device,
+        data_file: str | os.PathLike,
+        out_dir: str | os.PathLike,
+        *,
+        output: str | os.PathLike | None = None,
+        progress: bool | None = None,
+    ) -> None:
+        self.cfg, self.info, self.dev = cfg, info, dev
+        self.local_batch = cfg.batch_size // info.world_size
+        self.autocast = cfg.precision == "bf16"
+        if self.autocast and dev.type != "cuda":
+            warn_ignored("precision bf16 (autocast)", dev)
+            self.autocast = False
+        self.use_compile = cfg.compile
+        if self.use_compile and dev.type != "cuda":
+            warn_ignored("compile (torch.compile)", dev)
+            self.use_compile = False
+        self.progress = _progress_default(info) if progress is None else (progress and info.is_main)
+        self.data_file = Path(data_file)
+        self.out_dir = Path(out_dir)
+        self.out_dir.mkdir(parents=True, exist_ok=True)
+        self.ckpt_path = self.out_dir / CHECKPOINT_NAME
+        self.log_path = self.out_dir / LOG_NAME
+        self.model_path = Path(output) if output is not None else self.out_dir / "model.pt"
+        self.run = dict(run)
+        self.run["hash"] = run_hash(self.run)
+        self.fingerprint = data_fingerprint(self.data_file)
+        self.name = f"{self.run['dataset']}_{self.run['model']}"
+        self.view = self.run.get("view")
+        # progress of the run: set by resume(), advanced by epoch()
+        self.start_epoch = 0
+        self.curves: list[dict[str, Any]] = []
+        self.train_time = 0.0
+
+    # ----------------------------------------------------------------- logging
+
+    def _note(self, level: int, msg: str, *args: Any) -> None:
+        """Log ``msg % args`` and, on the main process, append it to ``train.log``."""
+        log.log(level, msg, *args)
+        if self.info.is_main:
+            self._append_log(f"{_utc_now()} {logging.getLevelName(level)} {msg % args if args else msg}")
+
+    def _append_log(self, line: str) -> None:
+        with open(self.log_path, "a") as fh:
+            fh.write(line + "\n")
+
+    # ----------------------------------------------------------------- steps
+
+    def setup(self) -> None:
+        """Datasets and normalisers, then (seeded) model, loaders, optimiser and schedule."""
+        cfg, info, dev = self.cfg, self.info, self.dev
+        self.train_ds = make_dataset(self.data_file, "train", self.run.get("task"), self.view, purpose="train")
+        self.test_ds = make_dataset(self.data_file, "test", self.train_ds.task, self.view, purpose="rollout")
+        self.norms: Normalizers = self.train_ds.fit_normalizers(cfg.input_normalizer, cfg.output_normalizer)
+
+        seed_everything(cfg.seed)
+        self.model, self.model_config, self.build_shape = build_for_data(self.run["model_config"], self.train_ds, where=f"models.{self.run['model']}")
+        self.model.to(dev)
+        self.loader, self.sampler, self.loader_gen = make_loader(
+            self.train_ds, self.local_batch, shuffle=True, seed=cfg.seed, rank=info.rank, world_size=info.world_size,
+            num_workers=cfg.num_workers, pin_memory=dev.type == "cuda",
+        )
+        self.test_loader, _, _ = make_loader(self.test_ds, self.local_batch, shuffle=False, num_workers=0)
+        self.optimizer = torch.optim.AdamW(self.model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
+        self.scheduler = torch.optim.lr_scheduler.OneCycleLR(
+            self.optimizer, max_lr=cfg.lr, total_steps=cfg.epochs * len(self.loader),
+            pct_start=cfg.pct_start, div_factor=cfg.div_factor, final_div_factor=cfg.final_div_factor,
+        )
+        if info.distributed and info.rank:  # different dropout streams per process, same initial weights
+            torch.manual_seed(cfg.seed + 1_000_003 * info.rank)
+
+    def _matching_checkpoint(self, restart: bool, restart_if_changed: bool) -> tuple[dict[str, Any] | None, str]:
+        """The checkpoint to resume from (or None) and why one there is discarded ("" if none is)."""
+        if not self.ckpt_path.exists():
+            return None, ""
         if restart:
-            log.info("%s: --restart: discarding %s", name, ckpt_path)
-            ck = None
-        else:
-            ck = _load_checkpoint(ckpt_path)
-            problems = _mismatch(ck, run, fingerprint)
-            if problems:
-                if not restart_if_changed:
-                    raise RunMismatchError(
-                        f"{ckpt_path} belongs to another run; differing: {'; '.join(problems)}. "
-                        "Rerun with --restart to discard it and train from scratch"
-                    )
-                log.warning("%s: checkpoint does not match this run (%s); training from scratch", name, "; ".join(problems))
-                ck = None
-        barrier(info)
-        if ck is None:
-            if info.is_main:
-                ckpt_path.unlink(missing_ok=True)
-        else:
-            model.load_state_dict(ck["model"])
-            optimizer.load_state_dict(ck["optimizer"])
-            scheduler.load_state_dict(ck["scheduler"])
-            norms = Normalizers.from_state(ck["normalizers"])
-            rngs = ck["rng"]
-            if len(rngs) == info.world_size:
-                set_rng_state(rngs[info.rank])
+            return None, f"--restart: discarding {self.ckpt_path}"
+        ck = _load_checkpoint(self.ckpt_path)
+        problems = _mismatch(ck, self.run, self.fingerprint)
+        if not problems:
+            return ck, ""
+        if not restart_if_changed:
+            raise RunMismatchError(
+                f"{self.ckpt_path} belongs to another run; differing: {'; '.join(problems)}. "
+                "Rerun with --restart to discard it and train from scratch"
+            )
+        return None, f"checkpoint does not match this run ({'; '.join(problems)}); training from scratch"
+
+    def resume(self, *, restart: bool = False, restart_if_changed: bool = False) -> int:
+        """Continue from ``checkpoint.pt`` when it matches; returns the epochs already done.
+
+        ``restart`` discards any checkpoint; ``restart_if_changed`` discards one of another run
+        (else it is refused with :class:`RunMismatchError`). Then wraps the model for DDP and
+        ``torch.compile`` as configured.
+        """
+        info = self.info
+        had_checkpoint = self.ckpt_path.exists()
+        ck, discarded = self._matching_checkpoint(restart, restart_if_changed)
+        if info.is_main:  # the marker first: train.log is appended to by every call
+            how = f"resumed at epoch {int(ck['epoch'])}" if ck is not None else "started from scratch"
+            self._append_log(f"--- {how} ({_utc_now()}) ---")
+        if discarded:
+            self._note(logging.INFO if restart else logging.WARNING, "%s: %s", self.name, discarded)
+        if had_checkpoint:
+            barrier(info)
+            if ck is None:
+                if info.is_main:
+                    self.ckpt_path.unlink(missing_ok=True)
             else:
-                log.warning("%s: checkpoint written by %d process(es), resuming on %d: RNG streams restart", name, len(rngs), info.world_size)
-                if info.rank == 0:
-                    set_rng_state(rngs[0])
-                else:
-                    torch.manual_seed(cfg.seed + 1_000_003 * info.rank)
-            loader_gen.set_state(ck["loader_generator"])
-            start_epoch, curves, train_time = int(ck["epoch"]), list(ck["curves"]), float(ck["train_time_s"])
-            log.info("%s: resuming after epoch %d of %d from %s", name, start_epoch, cfg.epochs, ckpt_path)
-        barrier(info)
-    norms.to(dev)
+                self._restore(ck)
+                self._note(logging.INFO, "%s: resuming after epoch %d of %d from %s", self.name, self.start_epoch, self.cfg.epochs, self.ckpt_path)
+            barrier(info)
+        self.norms.to(self.dev)
 
-    fwd_model: torch.nn.Module = model
-    if info.distributed:
-        from torch.nn.parallel import DistributedDataParallel as DDP
+        self.fwd_model: torch.nn.Module = self.model
+        if info.distributed:
+            from torch.nn.parallel import DistributedDataParallel as DDP
 
-        fwd_model = DDP(model, device_ids=[dev.index] if dev.type == "cuda" else None)
-    if use_compile:
-        fwd_model = torch.compile(fwd_model)  # type: ignore[assignment]
+            self.fwd_model = DDP(self.model, device_ids=[self.dev.index] if self.dev.type == "cuda" else None)
+        if self.use_compile:
+            self.fwd_model = torch.compile(self.fwd_model)  # type: ignore[assignment]
+        return self.start_epoch
 
-    def save_checkpoint(epochs_done: int) -> None:
-        rngs = _gather_rng(info)
-        if not info.is_main:
-            return
-        atomic_torch_save(
-            {
-                "format": CHECKPOINT_FORMAT,
-                "epoch": epochs_done,
-                "model": model.state_dict(),
-                "optimizer": optimizer.state_dict(),
-                "scheduler": scheduler.state_dict(),
-                "rng": rngs,
-                "loader_generator": loader_gen.get_state(),
-                "normalizers": norms.state_dict(),
-                "curves": curves,
-                "run": run,
-                "run_hash": run["hash"],
-                "data_fingerprint": fingerprint,
-                "train_time_s": train_time,
-                "world_size": info.world_size,
-            },
-            ckpt_path,
-        )
+    def _restore(self, ck: Mapping[str, Any]) -> None:
+        info, cfg = self.info, self.cfg
+        self.model.load_state_dict(ck["model"])
+        self.optimizer.load_state_dict(ck["optimizer"])
+        self.scheduler.load_state_dict(ck["scheduler"])
+        self.norms = Normalizers.from_state(ck["normalizers"])
+        rngs = ck["rng"]
+        if len(rngs) == info.world_size:
+            set_rng_state(rngs[info.rank])
+        else:
+            self._note(logging.WARNING, "%s: checkpoint written by %d process(es), resuming on %d: RNG streams restart", self.name, len(rngs), info.world_size)
+            if info.rank == 0:
+                set_rng_state(rngs[0])
+            else:
+                torch.manual_seed(cfg.seed + 1_000_003 * info.rank)
+        self.loader_gen.set_state(ck["loader_generator"])
+        self.start_epoch, self.curves, self.train_time = int(ck["epoch"]), list(ck["curves"]), float(ck["train_time_s"])
 
-    resumed_from = start_epoch
-    stop_at = cfg.epochs if max_epochs_this_call is None else min(cfg.epochs, start_epoch + max(0, max_epochs_this_call))
-    if info.is_main:
-        log.info(
-            "%s: %d parameters, %d train / %d test samples, %s on %s x %d, epochs %d..%d of %d",
-            name, count_parameters(model), len(train_ds), len(test_ds), cfg.loss, dev, info.world_size, start_epoch + 1, stop_at, cfg.epochs,
-        )
-    for epoch in range(start_epoch, stop_at):
+    def epoch(self, epoch: int) -> dict[str, Any]:
+        """Train one pass over the training split (0-based ``epoch``), then the test error when due.
+
+        Appends the epoch's curve row to :attr:`curves` and returns it.
+        """
+        from tqdm.auto import tqdm
+
+        cfg, info, dev, norms = self.cfg, self.info, self.dev, self.norms
         t0 = time.perf_counter()
-        sampler.set_epoch(epoch)
-        fwd_model.train()
+        self.sampler.set_epoch(epoch)
+        self.fwd_model.train()
         acc = torch.zeros(2, dtype=torch.float64, device=dev)  # (sum of per-sample losses, samples)
-        lr_used = optimizer.param_groups[0]["lr"]
-        bar = tqdm(loader, desc=f"{name} epoch {epoch + 1}/{cfg.epochs}", leave=False, disable=not progress, unit="batch")
+        lr_used = self.optimizer.param_groups[0]["lr"]
+        bar = tqdm(self.loader, desc=f"{self.name} epoch {epoch + 1}/{cfg.epochs}", leave=False, disable=not self.progress, unit="batch")
         for batch in bar:
             b = to_device(batch, dev)
             gs = b.get("grid_shape")
-            out = forward(fwd_model, b, norms, autocast=autocast)
+            out = forward(self.fwd_model, b, norms, autocast=self.autocast)
             if cfg.loss_space == "physical":
                 pred, target = norms.outputs.decode(out, gs), b["target"]
             else:
                 pred, target = out, norms.outputs.encode(b["target"], gs)
             loss = training_loss(cfg.loss, pred, target, mask=output_mask(b), coords=b.get("query", b["coords"]), grid_shape=gs)
             if not torch.isfinite(loss):
-                raise FloatingPointError(f"{name}: loss became {loss.item()} in epoch {epoch + 1}; lower training.lr or check the data")
+                raise FloatingPointError(f"{self.name}: loss became {loss.item()} in epoch {epoch + 1}; lower training.lr or check the data")
             n = b["inputs"].shape[0]
-            optimizer.zero_grad(set_to_none=True)
+            self.optimizer.zero_grad(set_to_none=True)
             # "sum": gradient of the global batch sum of per-sample losses (DDP averages over ranks)
             (loss * (n * info.world_size) if cfg.loss_reduction == "sum" else loss).backward()
             if cfg.grad_clip is not None:
-                torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.grad_clip)
-            optimizer.step()
-            lr_used = optimizer.param_groups[0]["lr"]
-            scheduler.step()
+                torch.nn.utils.clip_grad_norm_(self.model.parameters(), cfg.grad_clip)
+            self.optimizer.step()
+            lr_used = self.optimizer.param_groups[0]["lr"]
+            self.scheduler.step()
             acc += torch.stack([loss.detach().double() * n, torch.tensor(float(n), dtype=torch.float64, device=dev)])
-            if progress:
+            if self.progress:
                 bar.set_postfix(loss=f"{loss.item():.4g}", refresh=False)
         acc = _all_sum(acc, info)
         train_loss = float(acc[0] / acc[1])
         test_rel = None
         last = epoch + 1 == cfg.epochs
         if info.is_main and ((epoch + 1) % cfg.eval_every == 0 or last):
-            test_rel = float(test_errors(model, test_loader, norms, dev, autocast=autocast)[0].mean())
+            test_rel = float(test_errors(self.model, self.test_loader, norms, dev, autocast=self.autocast)[0].mean())
         dt = time.perf_counter() - t0
-        train_time += dt
-        curves.append(
-            {"epoch": epoch + 1, "train_loss": train_loss, "test_rel_l2": test_rel, "lr": float(lr_used), "epoch_time_s": dt, "elapsed_s": train_time}
-        )
+        self.train_time += dt
+        row = {"epoch": epoch + 1, "train_loss": train_loss, "test_rel_l2": test_rel, "lr": float(lr_used), "epoch_time_s": dt, "elapsed_s": self.train_time}
+        self.curves.append(row)
         if info.is_main:
-            log.info(
-                "%s epoch %d/%d  train %s %.5g  test rel L2 %s  lr %.3g  %.1fs",
-                name, epoch + 1, cfg.epochs, cfg.loss, train_loss, "-" if test_rel is None else f"{test_rel:.5g}", curves[-1]["lr"], dt,
+            self._note(
+                logging.INFO, "%s epoch %d/%d  train %s %.5g  test rel L2 %s  lr %.3g  %.1fs",
+                self.name, epoch + 1, cfg.epochs, cfg.loss, train_loss, "-" if test_rel is None else f"{test_rel:.5g}", row["lr"], dt,
             )
-        if (epoch + 1) % cfg.checkpoint_every == 0 or epoch + 1 == stop_at:
-            save_checkpoint(epoch + 1)
-            if info.is_main:
-                write_curves(curves, out_dir)
+        return row
+
+    def fit(self, max_epochs_this_call: int | None = None) -> TrainResult:
+        """Run the epochs left (at most ``max_epochs_this_call`` of them), checkpointing; the model file at the end."""
+        from opflow.models.base import count_parameters
+
+        cfg, info = self.cfg, self.info
+        resumed_from = self.start_epoch
+        stop_at = cfg.epochs if max_epochs_this_call is None else min(cfg.epochs, self.start_epoch + max(0, max_epochs_this_call))
+        if info.is_main:
+            self._note(
+                logging.INFO, "%s: %d parameters, %d train / %d test samples, %s on %s x %d, epochs %d..%d of %d",
+                self.name, count_parameters(self.model), len(self.train_ds), len(self.test_ds), cfg.loss, self.dev, info.world_size,
+                self.start_epoch + 1, stop_at, cfg.epochs,
+            )
+        for epoch in range(self.start_epoch, stop_at):
+            self.epoch(epoch)
+            if (epoch + 1) % cfg.checkpoint_every == 0 or epoch + 1 == stop_at:
+                self.save_checkpoint(epoch + 1)
+                if info.is_main:
+                    write_curves(self.curves, self.out_dir)
+            barrier(info)
+
+        complete = stop_at >= cfg.epochs
+        if info.is_main:
+            write_curves(self.curves, self.out_dir, png=True, title=self.name)
+            if complete:
+                self.save_model(stop_at)
+                self.ckpt_path.unlink(missing_ok=True)
+                self._note(logging.INFO, "%s: wrote %s (%.1f s of training)", self.name, self.model_path, self.train_time)
         barrier(info)
+        return TrainResult(complete, stop_at, self.model_path if complete else None, self.ckpt_path, self.curves, self.train_time, resumed_from)
 
-    epochs_done = stop_at
-    complete = epochs_done >= cfg.epochs
-    if info.is_main:
-        write_curves(curves, out_dir, png=True, title=name)
-        if complete:
-            atomic_torch_save(
-                {
-                    "format": MODEL_FORMAT,
-                    "dataset": run["dataset"],
-                    "model": run["model"],
-                    "model_config": model_config,
-                    "model_build": build_shape,
-                    "arch": run["model_config"]["arch"],
-                    "state_dict": model.state_dict(),
-                    "normalizers": norms.state_dict(),
-                    "task": train_ds.info(),
-                    "view": view,
-                    "run": run,
-                    "run_hash": run["hash"],
-                    "data_fingerprint": fingerprint,
-                    "train_time_s": train_time,
-                    "epochs": epochs_done,
-                    "device": str(dev),
-                    "device_name": torch.cuda.get_device_name(dev) if dev.type == "cuda" else dev.type,
-                    "world_size": info.world_size,
-                    "parameters": count_parameters(model),
-                    "curves": curves,
-                    "final_train_loss": curves[-1]["train_loss"] if curves else math.nan,
-                    "final_test_rel_l2": curves[-1]["test_rel_l2"] if curves else math.nan,
-                    "created": _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"),
-                },
-                model_path,
-            )
-            ckpt_path.unlink(missing_ok=True)
-            log.info("%s: wrote %s (%.1f s of training)", name, model_path, train_time)
-    barrier(info)
-    return TrainResult(complete, epochs_done, model_path if complete else None, ckpt_path, curves, train_time, resumed_from)
+    def save_checkpoint(self, epochs_done: int) -> None:
+        """Replace ``checkpoint.pt`` atomically (the RNG states of every process, written by rank 0)."""
+        rngs = _gather_rng(self.info)
+        if not self.info.is_main:
+            return
+        atomic_torch_save(
+            {
+                "format": CHECKPOINT_FORMAT,
+                "epoch": epochs_done,
+                "model": self.model.state_dict(),
+                "optimizer": self.optimizer.state_dict(),
+                "scheduler": self.scheduler.state_dict(),
+                "rng": rngs,
+                "loader_generator": self.loader_gen.get_state(),
+                "normalizers": self.norms.state_dict(),
+                "curves": self.curves,
+                "run": self.run,
+                "run_hash": self.run["hash"],
+                "data_fingerprint": self.fingerprint,
+                "train_time_s": self.train_time,
+                "world_size": self.info.world_size,
+            },
+            self.ckpt_path,
+        )
 
+    def model_record(self, epochs_done: int) -> ModelRecord:
+        """What ``model.pt`` holds after ``epochs_done`` epochs."""
+        from opflow.models.base import count_parameters
 
-def load_model(path: str | os.PathLike, device: torch.device | str = "cpu") -> tuple[torch.nn.Module, dict[str, Any]]:
-    """Rebuild a trained model from ``model.pt``: ``(model in eval mode, the saved record)``."""
-    from opflow.data.errors import DatasetError
-    from opflow.models.base import build_model
+        dev, curves = self.dev, self.curves
+        return ModelRecord(
+            dataset=self.run["dataset"],
+            model=self.run["model"],
+            arch=self.run["model_config"]["arch"],
+            model_config=self.model_config,
+            model_build=self.build_shape,
+            state_dict=self.model.state_dict(),
+            normalizers=self.norms.state_dict(),
+            task=self.train_ds.info(),
+            view=self.view,
+            run=self.run,
+            run_hash=self.run["hash"],
+            data_fingerprint=self.fingerprint,
+            train_time_s=self.train_time,
+            epochs=epochs_done,
+            device=str(dev),
+            device_name=torch.cuda.get_device_name(dev) if dev.type == "cuda" else dev.type,
+            world_size=self.info.world_size,
+            parameters=count_parameters(self.model),
+            curves=curves,
+            final_train_loss=curves[-1]["train_loss"] if curves else math.nan,
+            final_test_rel_l2=curves[-1]["test_rel_l2"] if curves else math.nan,
+            created=_utc_now(),
+        )
 
-    path = Path(path)
-    if not path.exists():
-        raise DatasetError(f"{path}: no such model file; train it first (snakemake {path})")
-    rec = torch.load(path, map_location="cpu", weights_only=False)
-    if not isinstance(rec, dict) or rec.get("format") != MODEL_FORMAT:
-        raise DatasetError(f"{path}: not an opflow model file ({MODEL_FORMAT}); retrain it")
-    t = rec.get("model_build") or rec["task"]
-    model = build_model(rec["model_config"], t["in_channels"], t["out_channels"], t["coord_dim"], where=f"models.{rec['model']}")
-    model.load_state_dict(rec["state_dict"])
-    model.to(device).eval()
-    return model, rec
+    def save_model(self, epochs_done: int) -> Path:
+        """Write ``model.pt`` (a :class:`~opflow.records.ModelRecord`) atomically."""
+        return self.model_record(epochs_done).save(self.model_path)

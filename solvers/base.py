@@ -13,8 +13,6 @@ Adding a PDE = one module with a ``Params`` dataclass and a ``Generator`` subcla
 from __future__ import annotations
 
 import dataclasses
-import types
-import typing
 from abc import ABC, abstractmethod
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -24,6 +22,7 @@ import numpy as np
 
 from opflow.data.errors import ConfigError
 from opflow.data.format import Variable
+from opflow.schema import validate_dataclass
 
 
 class SolverError(RuntimeError):
@@ -62,7 +61,7 @@ def register(cls: type[Generator]) -> type[Generator]:
     return cls
 
 
-_INFRASTRUCTURE = {"base", "config", "generate", "mpi", "threads", "__main__"}
+_INFRASTRUCTURE = {"base", "config", "generate", "mpi", "regenerate", "threads", "__main__"}
 
 
 def _load_builtin() -> None:
@@ -91,59 +90,14 @@ def available_generators() -> list[str]:
     return sorted(_REGISTRY)
 
 
-def _check_type(value: Any, tp: Any) -> bool:
-    origin = typing.get_origin(tp)
-    if tp is Any:
-        return True
-    if origin is typing.Literal:
-        return value in typing.get_args(tp)
-    if origin in (typing.Union, types.UnionType):
-        return any(_check_type(value, a) for a in typing.get_args(tp))
-    if tp is type(None):
-        return value is None
-    if tp is float:
-        return isinstance(value, int | float) and not isinstance(value, bool)
-    if tp is int:
-        return isinstance(value, int) and not isinstance(value, bool)
-    if origin in (tuple, list):
-        args = typing.get_args(tp)
-        if not isinstance(value, list | tuple):
-            return False
-        if origin is tuple and args and args[-1] is not Ellipsis:
-            return len(value) == len(args) and all(_check_type(v, a) for v, a in zip(value, args, strict=True))
-        inner = args[0] if args else Any
-        return all(_check_type(v, inner) for v in value)
-    if origin is dict or tp is dict:
-        return isinstance(value, dict)
-    if isinstance(tp, type):
-        return isinstance(value, tp)
-    return True
-
-
 def params_from_dict(cls: type, values: Mapping[str, Any] | None, where: str) -> Any:
     """Build parameter dataclass ``cls`` from a config mapping, naming bad keys and values.
 
-    Unknown keys are rejected with the list of allowed ones; values are type-checked against the
-    dataclass annotations (``Literal`` choices listed); ``__post_init__`` may check ranges.
+    The one config mechanism (:func:`opflow.schema.validate_dataclass`): unknown keys are refused
+    with the allowed ones listed, values checked against the dataclass annotations (``Literal``
+    choices listed), then ``__post_init__`` checks ranges.
     """
-    values = dict(values or {})
-    fields = {f.name: f for f in dataclasses.fields(cls)}
-    unknown = sorted(set(values) - set(fields))
-    if unknown:
-        raise ConfigError(f"{where}: unknown parameter(s) {unknown}; allowed: {sorted(fields)}")
-    hints = typing.get_type_hints(cls)
-    for k, v in values.items():
-        tp = hints[k]
-        if not _check_type(v, tp):
-            if typing.get_origin(tp) is typing.Literal:
-                raise ConfigError(f"{where}.{k}: {v!r} is not one of {list(typing.get_args(tp))}")
-            raise ConfigError(f"{where}.{k}: {v!r} is not of type {getattr(tp, '__name__', tp)}")
-        if isinstance(v, list) and typing.get_origin(tp) is tuple:
-            values[k] = tuple(v)
-    try:
-        return cls(**values)
-    except (ValueError, TypeError) as e:
-        raise ConfigError(f"{where}: {e}") from None
+    return validate_dataclass(cls, values, where)
 
 
 class Generator(ABC):
@@ -153,6 +107,9 @@ class Generator(ABC):
     Params: ClassVar[type]
     #: samples computed per :meth:`generate` call (vectorised generators use more than one)
     block_size: ClassVar[int] = 1
+    #: True when a shard may run under ``mpiexec -n P`` (``sources.<name>.mpi_ranks``): the
+    #: generator has a ``comm`` and only rank 0 writes (:func:`solvers.generate.write_shard`)
+    supports_mpi: ClassVar[bool] = False
 
     def __init__(self, params: Any) -> None:
         self.params = params

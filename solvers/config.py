@@ -1,62 +1,177 @@
-"""Checks of the generation half of the workflow config, run before any Snakemake job starts.
+"""Checks of the generation half of the workflow config that need a solver's metadata, run when the workflow loads.
 
-JSON-schema validation (config/schema.yaml) catches misspelt keys and wrong types; this adds what a
-schema cannot know: that each source's solver exists and accepts its parameters (the solver's Params
-dataclass), that every dataset's source exists, that its split sizes fit in the source, and that its
-resolutions are strided subsamples of the source grid.
+The typed tree (:mod:`opflow.config`) checks keys, types and ranges. This adds what only a
+generator knows, from its ``Params`` and its declared dimensions and fields, without solving
+anything and without importing torch:
+
+* each source's solver exists and accepts its ``params`` (the solver's ``Params`` dataclass,
+  validated by the one mechanism of :mod:`opflow.schema`); ``mpi_ranks > 1`` only for solvers that
+  run under MPI;
+* every dataset's source exists and its split sizes fit in the source;
+* its resolutions (training and zero-shot) are strided subsamples of the source grid;
+* its ``task`` names variables the source writes;
+* its ``view`` fits the data: trajectory views (``window``, ``one_step``) need fields on
+  ``(t, x[, y])``, the other kinds must not get them, and frame indices exist in the source.
+
+:class:`SourceInfo` is what the Snakefile asks of a source (grid size, valid resolutions, the hash
+of its resolved parameters); :func:`source_info` builds it once per source.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import functools
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
+from opflow.config import WorkflowConfig, check_workflow, parse_workflow
 from opflow.data.errors import ConfigError, DatasetError
+from opflow.data.provenance import params_hash
 from opflow.data.transforms import GRID_DIMS, is_periodic, stride_for
-from solvers.base import get_generator
+from opflow.data.view_spec import OneStepView, WindowView
+from solvers.base import FieldSpec, get_generator
 
 
-def check_generation_config(config: dict[str, Any]) -> None:
-    sources = config.get("sources") or {}
-    grids: dict[str, int | None] = {}
-    periodic: dict[str, bool] = {}
-    for name, src in sources.items():
-        where = f"sources.{name}"
-        gen = get_generator(src["solver"]).from_config(src.get("params"), where=f"{where}.params")
-        dims = gen.dims()
-        sizes = {dims[d] for d in GRID_DIMS if d in dims}
-        grids[name] = sizes.pop() if len(sizes) == 1 else None
-        if grids[name] is not None:  # coords() of a grid generator is cheap
-            coords = gen.coords()
-            periodic[name] = any(is_periodic(coords[d].attrs) for d in GRID_DIMS if d in coords)
-    for name, ds in (config.get("datasets") or {}).items():
+@dataclass(frozen=True)
+class SourceInfo:
+    """What the workflow needs to know of one source, from its generator's metadata."""
+
+    solver: str
+    #: every parameter of the solver, defaults filled in (what the shard job receives)
+    params: dict[str, Any]
+    #: hash of ``params``: the shard rule reruns when, and only when, this changes
+    params_hash: str
+    #: points per side of a square grid; None for meshes and series
+    grid: int | None
+    periodic: bool
+    #: per-sample dimensions, e.g. {"t": 21, "x": 64, "y": 64}
+    dims: dict[str, int]
+    fields: dict[str, FieldSpec]
+    coords: tuple[str, ...]
+    mpi: bool
+
+    def resolutions(self) -> list[int]:
+        """Every resolution a dataset of this source can be derived at (strided subsamples)."""
+        if self.grid is None:
+            return []
+        out = []
+        for r in range(2, self.grid + 1):
+            try:
+                stride_for(self.grid, r, periodic=self.periodic)
+            except DatasetError:
+                continue
+            out.append(r)
+        return out
+
+    @property
+    def frames(self) -> int | None:
+        return self.dims.get("t")
+
+
+@functools.lru_cache(maxsize=256)
+def _info(solver: str, params_json: str, where: str) -> SourceInfo:
+    gen = get_generator(solver).from_config(json.loads(params_json), where=where)
+    dims = gen.dims()
+    sizes = {dims[d] for d in GRID_DIMS if d in dims}
+    grid = sizes.pop() if len(sizes) == 1 else None
+    coords = gen.coords() if grid is not None else {}
+    periodic = any(is_periodic(coords[d].attrs) for d in GRID_DIMS if d in coords)
+    resolved = dataclasses.asdict(gen.params)
+    return SourceInfo(
+        solver=solver,
+        params=resolved,
+        params_hash=params_hash({"solver": solver, "params": resolved}),
+        grid=grid,
+        periodic=periodic,
+        dims=dict(dims),
+        fields=dict(gen.fields()),
+        coords=tuple(coords),
+        mpi=bool(getattr(gen, "supports_mpi", False)),
+    )
+
+
+def source_info(wf: WorkflowConfig, name: str) -> SourceInfo:
+    """The generator metadata of ``sources.<name>`` (cached: cheap to ask per job)."""
+    if name not in wf.sources:
+        raise ConfigError(f"sources: no source {name!r}; defined sources: {sorted(wf.sources)}")
+    src = wf.sources[name]
+    return _info(src.solver, json.dumps(src.params, sort_keys=True), f"sources.{name}.params")
+
+
+def check_generation_config(config: Mapping[str, Any] | WorkflowConfig) -> WorkflowConfig:
+    """Check sources and datasets against the generators (module docstring); return the typed tree."""
+    wf = config if isinstance(config, WorkflowConfig) else parse_workflow(config)
+    infos = {name: source_info(wf, name) for name in wf.sources}
+    for name, src in wf.sources.items():
+        if src.mpi_ranks > 1 and not infos[name].mpi:
+            raise ConfigError(f"sources.{name}.mpi_ranks: {src.mpi_ranks} but solver {src.solver!r} does not run under MPI; set mpi_ranks: 1")
+    for name, ds in wf.datasets.items():
         where = f"datasets.{name}"
-        src = ds["source"]
-        if src not in sources:
-            raise ConfigError(f"{where}.source: no source {src!r}; defined sources: {sorted(sources)}")
-        need = ds["train"] + ds.get("val", 0) + ds["test"]
-        have = sources[src]["n_samples"]
+        if ds.source not in wf.sources:
+            raise ConfigError(f"{where}.source: no source {ds.source!r}; defined sources: {sorted(wf.sources)}")
+        info, have = infos[ds.source], wf.sources[ds.source].n_samples
+        need = ds.train + ds.val + ds.test
         if need > have:
-            raise ConfigError(
-                f"{where}: train + val + test = {need} samples but sources.{src}.n_samples is {have}; "
-                "raise n_samples or shrink the splits"
-            )
-        for res in [ds.get("resolution"), *ds.get("zero_shot", [])]:
+            raise ConfigError(f"{where}: train + val + test = {need} samples but sources.{ds.source}.n_samples is {have}; raise n_samples or shrink the splits")
+        for res in [ds.resolution, *ds.zero_shot]:
             if res is None:
                 continue
-            if grids[src] is None:
-                raise ConfigError(f"{where}: resolution given but source {src!r} has no square grid to subsample")
+            if info.grid is None:
+                raise ConfigError(f"{where}: resolution given but source {ds.source!r} has no square grid to subsample")
             try:
-                stride_for(grids[src], res, periodic=periodic[src])
+                stride_for(info.grid, res, periodic=info.periodic)
             except DatasetError as e:
                 raise ConfigError(f"{where}: {e}") from None
+        _check_task_and_view(where, ds, info)
+    return wf
 
 
-def dataset_resolution(config: dict[str, Any], name: str) -> int | None:
+def _check_task_and_view(where: str, ds: Any, info: SourceInfo) -> None:
+    variables = {*info.fields, *info.coords}
+    for key in ("inputs", "outputs"):
+        names = getattr(ds.task, key) or []
+        missing = [n for n in names if n not in variables]
+        if missing:
+            raise ConfigError(f"{where}.task.{key}: {missing} are not variables of source {ds.source!r}; it writes {sorted(info.fields)}")
+    outputs = ds.task.outputs or [n for n, f in info.fields.items() if f.role == "output"]
+    trajectory = any(info.fields[n].dims[:1] == ("t",) and len(info.fields[n].dims) > 1 for n in outputs if n in info.fields)
+    view = ds.view
+    if view.trajectory and not trajectory:
+        raise ConfigError(
+            f"{where}.view.kind: {view.kind!r} reads trajectories (sample, t, x[, y]) but source {ds.source!r} writes "
+            f"{ {n: ('sample', *info.fields[n].dims) for n in outputs if n in info.fields} }; use kind auto"
+        )
+    if trajectory and view.kind not in ("window", "one_step"):
+        raise ConfigError(f"{where}.view.kind: the outputs of source {ds.source!r} are trajectories; choose 'window' or 'one_step'")
+    n_t = info.frames
+    if n_t is None:
+        return
+    last = n_t - 1
+    if isinstance(view, WindowView):
+        for key in ("frames", "train_frames"):
+            rng = getattr(view, key)
+            if rng is not None and rng[1] > last:
+                raise ConfigError(f"{where}.view.{key}: {list(rng)} but source {ds.source!r} has {n_t} frames (0 .. {last})")
+        if view.frames is None and last < view.history:
+            raise ConfigError(f"{where}.view.history: {view.history} but source {ds.source!r} has only {n_t} frames")
+    if isinstance(view, OneStepView):
+        for key in ("input_frame", "output_frame"):
+            if getattr(view, key) > last:
+                raise ConfigError(f"{where}.view.{key}: {getattr(view, key)} but source {ds.source!r} has {n_t} frames (0 .. {last})")
+
+
+def check_config(config: Mapping[str, Any]) -> WorkflowConfig:
+    """Everything checked at load time: the typed tree, the learning cross checks, the generators."""
+    wf = check_workflow(config)
+    return check_generation_config(wf)
+
+
+def dataset_resolution(config: Mapping[str, Any] | WorkflowConfig, name: str) -> int | None:
     """The training resolution of dataset ``name`` (its source's grid when not given)."""
-    ds = config["datasets"][name]
-    if ds.get("resolution") is not None:
-        return int(ds["resolution"])
-    src = config["sources"][ds["source"]]
-    dims = get_generator(src["solver"]).from_config(src.get("params")).dims()
-    sizes = {dims[d] for d in GRID_DIMS if d in dims}
-    return sizes.pop() if len(sizes) == 1 else None
+    wf = config if isinstance(config, WorkflowConfig) else parse_workflow(config)
+    ds = wf.dataset(name)
+    if ds.resolution is not None:
+        return ds.resolution
+    return source_info(wf, ds.source).grid

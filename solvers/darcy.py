@@ -317,7 +317,8 @@ def solve(
         tried = f"{info.fallback_from}, then {info.method}" if info.fallback_from else info.method
         raise SolverError(
             f"Darcy FD solve at {s}x{s} did not converge: relative residual {info.residual:.3e} > rtol {rtol:g} "
-            f"after {info.iterations} iterations of {tried}; raise maxiter, loosen rtol, or use method='direct'"
+            f"after {info.iterations} iterations of {tried}; raise maxiter, loosen rtol, or set the darcy_fd "
+            "parameter solver to 'direct' (method='direct' when calling solve() yourself)"
         )
     u = np.zeros((s, s))
     u[1:-1, 1:-1] = x.reshape(s - 2, s - 2)

@@ -484,6 +484,7 @@ class DarcyFEMGenerator(Generator):
     """Darcy pressure by P1/P2 finite elements (dolfinx) on the unit square or a gmsh domain."""
 
     name = "darcy_fem"
+    supports_mpi = True
     Params = DarcyFEMParams
     #: coefficients are sampled for a block at once (as darcy_fd does); solves run one by one
     block_size = 4
@@ -561,10 +562,12 @@ class DarcyFEMGenerator(Generator):
             if self.params.domain != "unit_square":
                 out["inside"] = FieldSpec(("x", "y"), "1", "1 where the grid node lies in the mesh, else 0", "auxiliary", "int8")
             return out
+        # UGRID data variables name their mesh and location (the file's Conventions add UGRID-1.0)
+        on_nodes, on_cells = {"mesh": "mesh", "location": "node"}, {"mesh": "mesh", "location": "face"}
         return {
-            "coeff": FieldSpec(("node",), "1", "permeability a at the mesh nodes", "input", dt),
-            "pressure": FieldSpec(("node",), "1", "pressure u (finite elements) at the mesh nodes", "output", dt),
-            "coeff_cell": FieldSpec(("cell",), "1", "cell-wise permeability used by the solver", "auxiliary", dt),
+            "coeff": FieldSpec(("node",), "1", "permeability a at the mesh nodes", "input", dt, on_nodes),
+            "pressure": FieldSpec(("node",), "1", "pressure u (finite elements) at the mesh nodes", "output", dt, on_nodes),
+            "coeff_cell": FieldSpec(("cell",), "1", "cell-wise permeability used by the solver", "auxiliary", dt, on_cells),
             "residual": _RESIDUAL,
         }
 

@@ -670,7 +670,9 @@ def _periodic_coords(n: int, length: float, times: np.ndarray) -> dict[str, Vari
     x = grid_points(n, length)
     grid = {"units": "1", "grid_type": "periodic", "period": float(length)}
     return {
-        "t": Variable(("t",), times, {"units": "s", "long_name": "time"}),
+        # the equations are nondimensional (L = 1 or 2 pi, nu a pure number): time, space and
+        # vorticity all carry CF's dimensionless unit "1"
+        "t": Variable(("t",), times, {"units": "1", "long_name": "time"}),
         "x": Variable(("x",), x, {**grid, "long_name": "x coordinate (periodic, endpoint excluded)"}),
         "y": Variable(("y",), x.copy(), {**grid, "long_name": "y coordinate (periodic, endpoint excluded)"}),
     }
@@ -752,7 +754,7 @@ class _VorticityGenerator(Generator):
         return _periodic_coords(self.params.store_resolution, self.length, self.times())
 
     def fields(self) -> dict[str, FieldSpec]:
-        return {"vorticity": FieldSpec(("t", "x", "y"), "1/s", self.description, "output")}
+        return {"vorticity": FieldSpec(("t", "x", "y"), "1", self.description, "output")}
 
     def initial_vorticity(self, seed: int, indices: np.ndarray) -> np.ndarray:
         """w0 of samples ``indices`` on the solve grid, (len(indices), n, n) float64."""
@@ -768,7 +770,7 @@ class _VorticityGenerator(Generator):
 class NavierStokes(_VorticityGenerator):
     """``navier_stokes``: the FNO torus protocol (Li et al. 2020; ONO, GNOT, Galerkin "NS2d").
 
-    Field ``vorticity[sample, t, x, y]`` (float32, 1/s): frame k is w at ``t[k]`` = t_record_start
+    Field ``vorticity[sample, t, x, y]`` (float32, "1"): frame k is w at ``t[k]`` = t_record_start
     + k record_every, so with the defaults frame 0 is the initial condition w0 and frames 1..20 are
     t = 1..20. The published 2020 files stored w0 separately as ``a`` and ``u[..., k]`` = w(t = k + 1);
     here ``a`` = frame 0 and ``u[..., k]`` = frame k + 1. The ONO/GNOT "10 -> 10" task (nu = 1e-5,

@@ -1,26 +1,37 @@
 """The opflow dataset file: one NetCDF-4 file per dataset, the contract between solvers and models.
 
-Conventions (readable by plain ``netCDF4`` and by ``xarray.open_dataset``):
+The full specification is ``docs/format.md``; in short (readable by plain ``netCDF4`` and by
+``xarray.open_dataset``):
 
 * Dimension ``sample`` first, then the field's own dimensions: ``x, y`` for grids (``t`` added for
   trajectories), ``node``/``cell``/``corner`` for meshes, ``t`` for ODE trajectories.
-* Coordinate variables (``x``, ``y``, ``t``, ``node_x`` ...) and ``sample_index`` (the global index of
-  each sample in the generated set; it fixes the sample's random seed, see :mod:`.provenance`).
-* Field variables named by their physics (``coeff``, ``pressure`` ...), each with ``units``,
-  ``long_name`` and ``role`` (``input``, ``output`` or ``auxiliary``) attributes.
+* The CF coordinate variable ``sample(sample)``: the global index of each sample in the generated
+  set (it fixes the sample's random seed, see :mod:`.provenance`), kept through merge, derive and
+  split selection. ``sample_index(sample)`` holds the same values under the name that format 1
+  used; the writer fills whichever of the two is not given from the other.
+* Coordinate variables (``x``, ``y``, ``t``, ``node_x`` ...) and field variables named by their
+  physics (``coeff``, ``pressure`` ...), each with ``units``, ``long_name`` and ``role``
+  (``input``, ``output`` or ``auxiliary``) attributes.
 * ``split(sample)``: int8 with CF ``flag_values``/``flag_meanings`` (0 train, 1 test, 2 val).
-* Global attributes: provenance (see :mod:`.provenance`) and ``opflow_format``, written last.
+* Global attributes: CF ``Conventions`` (set by the writer: ``CF-1.10``, plus ``UGRID-1.0`` when a
+  variable has ``cf_role = "mesh_topology"``), ``title``, ``history`` (the writer appends one line,
+  UTC time and command, per file written), provenance (see :mod:`.provenance`) and
+  ``opflow_format``, written last.
 
 Files are written chunked per sample with zlib compression under a temporary name in the same
 folder and renamed only when complete; ``opflow_format`` is set just before closing, so a file that
 was cut short (killed writer, truncated copy) is rejected by :func:`open_dataset` with a clear error.
+Temporaries left by killed writers of the same file are removed when it is written again
+(:func:`opflow.atomic.remove_stale_temporaries`).
+
+Versions: :data:`FORMAT` is written; :data:`READABLE_FORMATS` are read. Format 1 files (no CF
+attributes, no ``sample`` coordinate) are read as before and pass :func:`validate` with a warning.
 """
 
 from __future__ import annotations
 
 import contextlib
 import os
-import uuid
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -28,9 +39,21 @@ from typing import Any
 
 import numpy as np
 
+from ..atomic import remove_stale_temporaries, temporary_name
 from .errors import DatasetError
+from .provenance import append_history, history_line
 
-FORMAT = "opflow-dataset/1"
+#: the format version this opflow writes (global attribute ``opflow_format``)
+FORMAT = "opflow-dataset/2"
+#: the versions it reads; format 1 lacks the CF attributes and the ``sample`` coordinate
+READABLE_FORMATS = ("opflow-dataset/1", FORMAT)
+#: the CF version the files follow (global attribute ``Conventions``)
+CF_CONVENTIONS = "CF-1.10"
+#: added to ``Conventions`` when the file holds a UGRID mesh topology variable
+UGRID_CONVENTIONS = "UGRID-1.0"
+#: global attributes every file of the current format has (checked by :func:`validate`)
+REQUIRED_GLOBAL_ATTRS = ("Conventions", "title", "history")
+SAMPLE_ATTRS: dict[str, Any] = {"long_name": "global sample index (sets the seed)"}
 SPLITS: dict[str, int] = {"train": 0, "test": 1, "val": 2}
 ROLES = ("input", "output", "auxiliary", "coordinate")
 
@@ -100,8 +123,10 @@ def split_variable(codes: np.ndarray) -> Variable:
     )
 
 
-def _tmp_name(path: Path) -> Path:
-    return path.with_name(f".{path.name}.tmp-{os.getpid()}-{uuid.uuid4().hex[:8]}")
+def conventions_for(variables: Mapping[str, Mapping[str, Any]]) -> str:
+    """The ``Conventions`` attribute of a file whose variables have these attributes."""
+    ugrid = any(str(attrs.get("cf_role", "")) == "mesh_topology" for attrs in variables.values())
+    return f"{CF_CONVENTIONS} {UGRID_CONVENTIONS}" if ugrid else CF_CONVENTIONS
 
 
 def _netcdf_value(value: Any) -> Any:
@@ -122,6 +147,12 @@ class DatasetWriter:
     ``variables`` maps names to ``(dims, dtype, attrs)``. Use as a context manager; call
     :meth:`write` for each block. The file appears under its final name only when the ``with``
     block ends without an exception and every sample of every per-sample variable was written.
+
+    The writer owns the parts of the format that every file has: the ``sample`` coordinate (added
+    and written along with ``sample_index`` when only that is given, and the other way round), the
+    ``Conventions`` attribute (computed from the variables), a default ``title`` (the file name)
+    when ``attrs`` has none, and one ``history`` line ``<UTC time>: <history>`` appended to the
+    ``history`` in ``attrs`` (``history`` defaults to this process's command line).
     """
 
     def __init__(
@@ -132,6 +163,7 @@ class DatasetWriter:
         attrs: Mapping[str, Any],
         *,
         complevel: int = 4,
+        history: str | None = None,
     ) -> None:
         import netCDF4
 
@@ -139,9 +171,28 @@ class DatasetWriter:
             raise DatasetError("an opflow dataset needs a 'sample' dimension")
         self.path = Path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        self.tmp = _tmp_name(self.path)
+        remove_stale_temporaries(self.path)
+        self.tmp = temporary_name(self.path)
         self.dims = dict(dims)
         self._written: dict[str, np.ndarray] = {}
+        # the sample coordinate and its format-1 name hold the same values: write one, get both
+        self._mirror: dict[str, str] = {}
+        variables = dict(variables)
+        if "sample_index" in variables and "sample" not in variables:
+            variables = {"sample": (("sample",), np.int64, SAMPLE_ATTRS), **variables}
+            self._mirror["sample_index"] = "sample"
+        elif "sample" in variables and "sample_index" not in variables:
+            variables["sample_index"] = (("sample",), np.int64, SAMPLE_ATTRS)
+            self._mirror["sample"] = "sample_index"
+        attrs = dict(attrs)
+        glob: dict[str, Any] = {
+            "Conventions": conventions_for({n: dict(a) for n, (_, _, a) in variables.items()}),
+            "title": attrs.pop("title", None) or f"opflow dataset {self.path.name}",
+            "history": append_history(attrs.pop("history", None), history_line(history)),
+        }
+        attrs.pop("Conventions", None)
+        attrs.pop("opflow_format", None)
+        glob.update(attrs)
         self._nc = netCDF4.Dataset(self.tmp, "w", format="NETCDF4")
         try:
             for name, size in self.dims.items():
@@ -169,7 +220,7 @@ class DatasetWriter:
                 for k, v in vattrs.items():
                     if k != "_FillValue":
                         var.setncattr(k, _netcdf_value(v))
-            for k, v in attrs.items():
+            for k, v in glob.items():
                 self._nc.setncattr(k, _netcdf_value(v))
         except BaseException:
             self._abort()
@@ -190,6 +241,8 @@ class DatasetWriter:
                 raise DatasetError(f"non-finite values in {name!r} for samples {start}:{stop}; nothing was saved")
             var[start:stop] = data
             self._written[name][start:stop] = True
+            if name in self._mirror:
+                self.write(self._mirror[name], data, start)
         else:
             var[...] = data
 
@@ -242,7 +295,13 @@ def write_dataset(
 
 @contextlib.contextmanager
 def open_dataset(path: str | os.PathLike) -> Iterator[Any]:
-    """Open an opflow dataset with netCDF4, raising :class:`DatasetError` for anything unusable."""
+    """Open an opflow dataset with netCDF4, raising :class:`DatasetError` for anything unusable.
+
+    A netCDF read error inside the ``with`` block (``RuntimeError("NetCDF: HDF error")`` from a
+    chunk that does not decompress) becomes a :class:`DatasetError` naming the file as damaged, so
+    every command that reads through here fails with one line rather than an HDF traceback. (With
+    two files open at once, such an error is attributed to the innermost one.)
+    """
     import netCDF4
 
     path = Path(path)
@@ -262,10 +321,17 @@ def open_dataset(path: str | os.PathLike) -> Iterator[Any]:
                 f"{path}: NetCDF file without the 'opflow_format' attribute: either not an opflow "
                 "dataset or a write that never finished; regenerate it"
             )
-        if fmt != FORMAT:
-            raise DatasetError(f"{path}: format {fmt!r}, this opflow reads {FORMAT!r}; regenerate the file")
+        if fmt not in READABLE_FORMATS:
+            raise DatasetError(
+                f"{path}: format {fmt!r}, this opflow reads {list(READABLE_FORMATS)}; "
+                "regenerate the file (or use the opflow version that wrote it)"
+            )
         nc.set_auto_mask(False)
         yield nc
+    except RuntimeError as e:
+        if str(e).startswith("NetCDF:"):
+            raise DatasetError(_damaged(path, "its data", e)) from None
+        raise
     finally:
         nc.close()
 
@@ -322,21 +388,83 @@ def _take(var: Any, idx: np.ndarray) -> np.ndarray:
     return np.stack([var[int(i)] for i in idx])
 
 
-def validate(path: str | os.PathLike) -> list[str]:
-    """Check schema and values; return a list of problems (empty when the file is valid)."""
-    problems: list[str] = []
+@dataclass
+class ValidationReport:
+    """What :func:`check_file` found: ``problems`` make a file invalid, ``warnings`` do not."""
+
+    problems: list[str] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+
+
+def _damaged(path: Any, what: str, e: BaseException) -> str:
+    return (
+        f"{path}: reading {what} failed ({e}): the file is damaged (e.g. a corrupted compressed chunk); "
+        "delete it and regenerate it (`opflow regenerate FILE --out NEW` rebuilds it from its attributes)"
+    )
+
+
+def _list_positions(positions: list[int], limit: int = 10) -> str:
+    text = ", ".join(str(i) for i in positions[:limit])
+    return text + (f", ... ({len(positions) - limit} more)" if len(positions) > limit else "")
+
+
+def check_file(path: str | os.PathLike, *, block: int = 64) -> ValidationReport:
+    """Check schema, attributes and values of a dataset file (see ``docs/format.md``).
+
+    Problems: a missing ``sample`` dimension or coordinate, unknown split codes or roles, fields
+    without ``units``/``long_name`` or not per sample, non-finite values (one line per variable,
+    naming the samples by position, and by global index where that differs), no output field,
+    missing provenance, and for the current format missing CF attributes; a chunk that cannot be
+    read (damaged file) is a problem naming the variable and samples, never an exception.
+    A file of an older readable format (see :data:`READABLE_FORMATS`) is accepted with a warning
+    that it lacks what newer formats added.
+    """
+    report = ValidationReport()
+    problems, warnings = report.problems, report.warnings
     try:
         with open_dataset(path) as nc:
             if "sample" not in nc.dimensions:
-                return ["no 'sample' dimension"]
+                problems.append("no 'sample' dimension")
+                return report
+            fmt = nc.getncattr("opflow_format")
             n = len(nc.dimensions["sample"])
-            if "sample_index" not in nc.variables:
-                problems.append("no 'sample_index' variable")
-            if "split" in nc.variables:
-                codes = np.asarray(nc.variables["split"][:])
-                bad = sorted(set(np.unique(codes).tolist()) - set(SPLITS.values()))
-                if bad:
-                    problems.append(f"split has unknown codes {bad}")
+            current = fmt == FORMAT
+            global_index: np.ndarray | None = None
+            try:
+                if current:
+                    missing = [a for a in REQUIRED_GLOBAL_ATTRS if not str(getattr(nc, a, "")).strip()]
+                    if missing:
+                        problems.append(f"missing global attribute(s) {missing} (CF; required by {FORMAT})")
+                    conv = str(getattr(nc, "Conventions", ""))
+                    want = conventions_for({name: {k: v.getncattr(k) for k in v.ncattrs()} for name, v in nc.variables.items()})
+                    if conv and conv.split() != want.split():
+                        problems.append(f"Conventions is {conv!r}, expected {want!r} for these variables")
+                    if "sample" not in nc.variables:
+                        problems.append("no 'sample' coordinate variable (global sample index)")
+                    else:
+                        sv = nc.variables["sample"]
+                        if tuple(sv.dimensions) != ("sample",) or not np.issubdtype(sv.dtype, np.integer):
+                            problems.append(f"'sample' must be an integer variable on ('sample',), got {sv.dtype} on {sv.dimensions}")
+                        else:
+                            global_index = np.asarray(sv[:])
+                            if "sample_index" in nc.variables and not np.array_equal(global_index, np.asarray(nc.variables["sample_index"][:])):
+                                problems.append("'sample' and 'sample_index' differ; they must hold the same global indices")
+                else:
+                    warnings.append(
+                        f"format {fmt!r} is older than {FORMAT!r}: it has no CF attributes {list(REQUIRED_GLOBAL_ATTRS)} "
+                        "or 'sample' coordinate, so those were not checked; regenerate the file to get them"
+                    )
+                    if "sample_index" not in nc.variables:
+                        problems.append("no 'sample_index' variable")
+                    else:
+                        global_index = np.asarray(nc.variables["sample_index"][:])
+                if "split" in nc.variables:
+                    codes = np.asarray(nc.variables["split"][:])
+                    bad = sorted(set(np.unique(codes).tolist()) - set(SPLITS.values()))
+                    if bad:
+                        problems.append(f"split has unknown codes {bad}")
+            except (OSError, RuntimeError) as e:
+                problems.append(_damaged(path, "the sample and split variables", e))
             for name, v in nc.variables.items():
                 role = getattr(v, "role", None)
                 if role is not None and role not in ROLES:
@@ -347,13 +475,29 @@ def validate(path: str | os.PathLike) -> list[str]:
                             problems.append(f"{name}: missing attribute {a!r}")
                     if v.dimensions[:1] != ("sample",):
                         problems.append(f"{name}: fields must have 'sample' as first dimension")
-                if np.issubdtype(v.dtype, np.floating) and v.dimensions[:1] == ("sample",):
-                    for i in range(0, n, 64):
-                        block = np.asarray(v[i : i + 64])
-                        if not np.all(np.isfinite(block)):
-                            bad_i = i + int(np.flatnonzero(~np.isfinite(block.reshape(block.shape[0], -1)).any(1))[0])
-                            problems.append(f"{name}: non-finite values (first in sample {bad_i})")
-                            break
+                if not np.issubdtype(v.dtype, np.floating):
+                    continue
+                if v.dimensions[:1] != ("sample",):
+                    try:
+                        if not np.all(np.isfinite(np.asarray(v[...]))):
+                            problems.append(f"{name}: non-finite values")
+                    except (OSError, RuntimeError) as e:
+                        problems.append(_damaged(path, f"variable {name!r}", e))
+                    continue
+                bad_at: list[int] = []
+                for i in range(0, n, block):
+                    try:
+                        data = np.asarray(v[i : i + block])
+                    except (OSError, RuntimeError) as e:
+                        problems.append(_damaged(path, f"variable {name!r}, samples {i}:{min(i + block, n)}", e))
+                        break
+                    flat = data.reshape(data.shape[0], -1)
+                    bad_at.extend((i + np.flatnonzero((~np.isfinite(flat)).any(axis=1))).tolist())
+                if bad_at:
+                    msg = f"{name}: non-finite values in {len(bad_at)} of {n} samples, at position(s) {_list_positions(bad_at)}"
+                    if global_index is not None and global_index.shape == (n,) and not np.array_equal(global_index[bad_at], bad_at):
+                        msg += f" (global sample index {_list_positions(global_index[bad_at].tolist())})"
+                    problems.append(msg)
             if not any(getattr(v, "role", None) == "output" for v in nc.variables.values()):
                 problems.append("no variable has role 'output'")
             for a in ("opflow_generator", "opflow_params", "opflow_params_hash"):
@@ -361,42 +505,67 @@ def validate(path: str | os.PathLike) -> list[str]:
                     problems.append(f"missing provenance attribute {a!r}")
     except DatasetError as e:
         problems.append(str(e))
-    return problems
+    return report
+
+
+def validate(path: str | os.PathLike) -> list[str]:
+    """Check schema and values; return a list of problems (empty when the file is valid).
+
+    The problems of :func:`check_file`, without its warnings.
+    """
+    return check_file(path).problems
 
 
 def summary(path: str | os.PathLike) -> str:
-    """A human-readable summary: dimensions, variables with statistics, splits, provenance."""
+    """A human-readable summary: dimensions, variables with statistics, splits, provenance.
+
+    Raises :class:`DatasetError` (one line, naming the file) when the file cannot be opened or a
+    chunk cannot be read.
+    """
+    with open_dataset(path) as nc:
+        try:
+            return _summary(path, nc)
+        except (OSError, RuntimeError) as e:
+            raise DatasetError(_damaged(path, "its data", e)) from None
+
+
+def _summary(path: str | os.PathLike, nc: Any) -> str:
     import json
 
     lines: list[str] = []
-    with open_dataset(path) as nc:
-        lines.append(f"{path}  ({Path(path).stat().st_size / 2**20:.1f} MiB, {nc.opflow_format})")
-        lines.append("dimensions: " + ", ".join(f"{k}={len(d)}" for k, d in nc.dimensions.items()))
-        if "split" in nc.variables:
-            codes = np.asarray(nc.variables["split"][:])
-            lines.append("splits: " + ", ".join(f"{k}={int((codes == c).sum())}" for k, c in SPLITS.items() if (codes == c).any()))
-        lines.append("variables:")
-        for name, v in nc.variables.items():
-            desc = f"  {name}{v.dimensions} {v.dtype}"
-            role = getattr(v, "role", None)
-            if role:
-                desc += f" [{role}]"
-            if hasattr(v, "long_name"):
-                desc += f" {v.long_name}"
-            if hasattr(v, "units"):
-                desc += f" ({v.units})"
-            if np.issubdtype(v.dtype, np.floating) and v.size:
-                head = np.asarray(v[: min(v.shape[0], 256)] if v.dimensions[:1] == ("sample",) else v[...], dtype=np.float64)
-                desc += f"  min {head.min():.4g} mean {head.mean():.4g} max {head.max():.4g}"
-                if v.dimensions[:1] == ("sample",) and v.shape[0] > 256:
-                    desc += " (first 256 samples)"
-            lines.append(desc)
-        lines.append("provenance:")
-        for k in nc.ncattrs():
-            if k.startswith("opflow_") and k != "opflow_format":
-                val = nc.getncattr(k)
-                if k in ("opflow_params", "opflow_packages"):
-                    with contextlib.suppress(Exception):
-                        val = json.dumps(json.loads(val), sort_keys=True)
-                lines.append(f"  {k[7:]}: {val}")
+    lines.append(f"{path}  ({Path(path).stat().st_size / 2**20:.1f} MiB, {nc.opflow_format})")
+    for a in ("title", "Conventions"):
+        if a in nc.ncattrs():
+            lines.append(f"{a}: {nc.getncattr(a)}")
+    lines.append("dimensions: " + ", ".join(f"{k}={len(d)}" for k, d in nc.dimensions.items()))
+    if "split" in nc.variables:
+        codes = np.asarray(nc.variables["split"][:])
+        lines.append("splits: " + ", ".join(f"{k}={int((codes == c).sum())}" for k, c in SPLITS.items() if (codes == c).any()))
+    lines.append("variables:")
+    for name, v in nc.variables.items():
+        desc = f"  {name}{v.dimensions} {v.dtype}"
+        role = getattr(v, "role", None)
+        if role:
+            desc += f" [{role}]"
+        if hasattr(v, "long_name"):
+            desc += f" {v.long_name}"
+        if hasattr(v, "units"):
+            desc += f" ({v.units})"
+        if np.issubdtype(v.dtype, np.floating) and v.size:
+            head = np.asarray(v[: min(v.shape[0], 256)] if v.dimensions[:1] == ("sample",) else v[...], dtype=np.float64)
+            desc += f"  min {head.min():.4g} mean {head.mean():.4g} max {head.max():.4g}"
+            if v.dimensions[:1] == ("sample",) and v.shape[0] > 256:
+                desc += " (first 256 samples)"
+        lines.append(desc)
+    lines.append("provenance:")
+    for k in nc.ncattrs():
+        if k.startswith("opflow_") and k != "opflow_format":
+            val = nc.getncattr(k)
+            if k in ("opflow_params", "opflow_packages"):
+                with contextlib.suppress(Exception):
+                    val = json.dumps(json.loads(val), sort_keys=True)
+            lines.append(f"  {k[7:]}: {val}")
+    if "history" in nc.ncattrs():
+        lines.append("history:")
+        lines.extend(f"  {h}" for h in str(nc.getncattr("history")).splitlines())
     return "\n".join(lines)

@@ -15,15 +15,18 @@ def merge_shards(paths: Sequence[str | os.PathLike], out: str | os.PathLike) -> 
     """Concatenate shard files along ``sample`` in ``sample_index`` order into ``out`` (atomic).
 
     The shards must come from the same generator, parameters and seed (same ``opflow_params_hash``)
-    and their sample indices must tile one contiguous range without gaps or overlaps.
+    and their sample indices must tile one contiguous range without gaps or overlaps. The merged
+    file's ``history`` keeps the distinct lines of all shards (in sample order) and adds the merge.
     """
     if not paths:
         raise DatasetError("merge_shards: no shard files given")
     infos = []
+    histories: dict[Path, str] = {}
     for p in paths:
         with open_dataset(p) as nc:
             idx = np.asarray(nc.variables["sample_index"][:])
             infos.append((int(idx[0]) if idx.size else 0, Path(p), idx, nc.getncattr("opflow_params_hash")))
+            histories[Path(p)] = str(getattr(nc, "history", ""))
     hashes = {h for *_, h in infos}
     if len(hashes) != 1:
         raise DatasetError(f"shards come from different parameters or seeds (hashes {sorted(hashes)}); regenerate them together")
@@ -42,6 +45,8 @@ def merge_shards(paths: Sequence[str | os.PathLike], out: str | os.PathLike) -> 
         }
         attrs = {k: nc.getncattr(k) for k in nc.ncattrs() if k not in ("opflow_format", "opflow_shard")}
         attrs["opflow_shards"] = len(infos)
+        lines = [line for _, p, _, _ in infos for line in histories[p].splitlines() if line.strip()]
+        attrs["history"] = "\n".join(dict.fromkeys(lines))
         static = {name: np.asarray(v[...]) for name, v in nc.variables.items() if v.dimensions[:1] != ("sample",)}
 
     with DatasetWriter(out, dims, spec, attrs) as w:

@@ -44,7 +44,7 @@ from __future__ import annotations
 
 import os
 import random
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -100,34 +100,6 @@ def resolve_task(path: str | os.PathLike, task: Task | Mapping[str, Any] | None 
             raise DatasetError(f"{path}: task {key} {missing} are not variables of the file; it has {sorted(roles)}")
         chosen[key] = tuple(names)
     return Task(chosen["inputs"], chosen["outputs"])
-
-
-def infer_view_kind(path: str | os.PathLike, task: Task | Mapping[str, Any] | None = None) -> str:
-    """``grid``, ``series`` or ``mesh`` from the dimensions of the task's outputs (view ``auto``)."""
-    t = resolve_task(path, task, inputs_default="outputs")
-    with open_dataset(path) as nc:
-        missing = [n for n in (*t.inputs, *t.outputs) if n not in nc.variables]
-        if missing:
-            key = "outputs" if set(missing) & set(t.outputs) else "inputs"
-            raise DatasetError(f"{path}: task {key} {[n for n in missing if n in getattr(t, key)]} are not variables of the file; it has {sorted(nc.variables)}")
-        dims = {tuple(nc.variables[n].dimensions) for n in t.outputs}
-        if len(dims) != 1:
-            raise DatasetError(f"{path}: the task outputs {list(t.outputs)} lie on different dimensions {sorted(dims)}")
-        fdims = dims.pop()[1:]
-        if fdims and all(d in GRID_DIMS for d in fdims):
-            return "grid"
-        if "t" in fdims and len(fdims) > 1:
-            raise DatasetError(
-                f"{path}: {list(t.outputs)} are trajectories {('sample', *fdims)}; choose datasets.<name>.view.kind "
-                "'window' (k frames -> next frame, rollout at test) or 'one_step' (frame -> later frame)"
-            )
-        if len(fdims) != 1:
-            raise DatasetError(f"{path}: cannot infer a view for outputs on {('sample', *fdims)}; set datasets.<name>.view.kind")
-        dim = fdims[0]
-        n_coord = 1 if dim in nc.variables else sum(
-            1 for v in nc.variables.values() if tuple(v.dimensions) == ("sample", dim) and getattr(v, "role", None) == "coordinate"
-        )
-        return "series" if n_coord <= 1 else "mesh"
 
 
 # --------------------------------------------------------------------------- normalisers
@@ -196,6 +168,9 @@ class ArrayDataset(Dataset):
     """
 
     kind = "base"
+    #: the :class:`opflow.data.views.ViewKind` that built this dataset (set by
+    #: :func:`opflow.data.views.make_dataset`); :func:`make_loader` batches with its ``collate``
+    view_impl: Any = None
     coords: torch.Tensor
     inputs: torch.Tensor
     target: torch.Tensor
@@ -461,12 +436,17 @@ def make_loader(
     world_size: int = 1,
     num_workers: int = 0,
     pin_memory: bool = False,
+    collate_fn: Callable[[Sequence[Mapping[str, Any]]], dict[str, Any]] | None = None,
 ) -> tuple[DataLoader, DistributedSampler, torch.Generator]:
     """A loader of this process's share of ``dataset`` in batches of ``batch_size`` (local size).
 
     Call ``sampler.set_epoch(e)`` before each epoch; the returned generator seeds the workers
-    (save its state to resume exactly).
+    (save its state to resume exactly). Batches come from ``collate_fn``, by default the
+    ``collate`` of the view kind that built the dataset (``dataset.view_impl``, set by
+    :func:`opflow.data.views.make_dataset`), else :func:`collate`.
     """
+    if collate_fn is None:
+        collate_fn = getattr(getattr(dataset, "view_impl", None), "collate", None) or collate
     if len(dataset) == 0:  # type: ignore[arg-type]
         raise DatasetError("the dataset split is empty; check the split sizes of the dataset")
     sampler = DistributedSampler(dataset, num_replicas=world_size, rank=rank, shuffle=shuffle, seed=seed, drop_last=False)
@@ -476,7 +456,7 @@ def make_loader(
         dataset,
         batch_size=batch_size,
         sampler=sampler,
-        collate_fn=collate,
+        collate_fn=collate_fn,
         num_workers=num_workers,
         pin_memory=pin_memory,
         worker_init_fn=_seed_worker if num_workers > 0 else None,

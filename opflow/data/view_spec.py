@@ -2,105 +2,166 @@
 
 A view is chosen per dataset in the workflow config and recorded in the run config, so training and
 evaluation read a file the same way. This module holds only the *specification* (kinds, their
-parameters, checks); the torch datasets that implement each kind live in :mod:`opflow.data.views`.
-It imports neither torch nor numpy: the workflow checks views when it loads.
+parameters, checks) as typed models of the one config mechanism (:mod:`opflow.schema`); the torch
+datasets that implement each kind live in :mod:`opflow.data.views`. It imports neither torch nor
+numpy: the workflow checks views when it loads.
+
+==========  ======================================================================================
+kind        parameters (defaults)
+==========  ======================================================================================
+auto        none: ``grid`` for fields on ``(sample, x[, y])``, ``series``/``mesh`` on one point dim
+grid        none
+series      none
+mesh        none
+window      ``history`` (10), ``frames`` ([first, last], default all), ``train_frames`` (default
+            every frame from ``first + history`` to ``last``)
+one_step    ``input_frame`` (0), ``output_frame`` (1)
+==========  ======================================================================================
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass
-from typing import Any
+from typing import Annotated, Any, Literal
+
+from pydantic import Discriminator, Tag, TypeAdapter, ValidationError, model_validator
+from pydantic_core import PydanticCustomError
+
+from opflow.schema import FrameRange, NonNegInt, PosInt, StrictModel, format_error
 
 from .errors import ConfigError
 
-VIEW_KINDS = ("auto", "grid", "series", "mesh", "window", "one_step")
-_PARAMS: dict[str, tuple[str, ...]] = {
-    "auto": (),
-    "grid": (),
-    "series": (),
-    "mesh": (),
-    "window": ("history", "frames", "train_frames"),
-    "one_step": ("input_frame", "output_frame"),
-}
 
-
-def _frame_range(value: Any, where: str) -> tuple[int, int] | None:
-    if value is None:
-        return None
-    ok = isinstance(value, list | tuple) and len(value) == 2 and all(isinstance(v, int) and not isinstance(v, bool) for v in value)
-    if not ok or value[0] < 0 or value[1] < value[0]:
-        raise ConfigError(f"{where}: expected [first, last] frame indices with 0 <= first <= last, got {value!r}")
-    return int(value[0]), int(value[1])
-
-
-@dataclass(frozen=True)
-class View:
-    """A parsed ``datasets.<name>.view`` (module docstring)."""
+class View(StrictModel):
+    """Base of the view kinds: ``kind`` plus the parameters that belong to it."""
 
     kind: str = "auto"
-    history: int = 10
-    frames: tuple[int, int] | None = None
-    train_frames: tuple[int, int] | None = None
-    input_frame: int = 0
-    output_frame: int = 1
 
-    def to_dict(self) -> dict[str, Any]:
-        """Only the kind and the parameters that belong to it (what the run hash covers)."""
-        d = asdict(self)
-        out: dict[str, Any] = {"kind": self.kind}
-        for k in _PARAMS[self.kind]:
-            v = d[k]
-            out[k] = list(v) if isinstance(v, tuple) else v
-        return out
+    @model_validator(mode="before")
+    @classmethod
+    def _known_keys(cls, data: Any) -> Any:
+        if isinstance(data, Mapping):
+            unknown = sorted(k for k in data if k not in cls.model_fields)
+            if unknown:
+                takes = sorted(k for k in cls.model_fields if k != "kind")
+                raise PydanticCustomError(
+                    "unknown_key",
+                    "key(s) {unknown} do not belong to view kind {kind}; it takes {takes}",
+                    {"unknown": str(unknown), "kind": repr(data.get("kind", "auto")), "takes": str(takes) if takes else "no parameters"},
+                )
+        return data
 
     @property
     def trajectory(self) -> bool:
+        """Whether this kind reads trajectories ``f(sample, t, x[, y])``."""
         return self.kind in ("window", "one_step")
 
 
-def parse_view(value: Mapping[str, Any] | str | None, where: str = "view") -> View:
+class AutoView(View):
+    kind: Literal["auto"] = "auto"
+
+
+class GridView(View):
+    kind: Literal["grid"] = "grid"
+
+
+class SeriesView(View):
+    kind: Literal["series"] = "series"
+
+
+class MeshView(View):
+    kind: Literal["mesh"] = "mesh"
+
+
+class WindowView(View):
+    """``history`` frames as channels -> the next frame (teacher forcing); rollout at test time."""
+
+    kind: Literal["window"] = "window"
+    history: PosInt = 10
+    frames: FrameRange | None = None
+    train_frames: FrameRange | None = None
+
+    @model_validator(mode="after")
+    def _frames_fit(self) -> WindowView:
+        if self.frames is None:
+            return self
+        first, last = self.frames
+        if last - first < self.history:
+            raise ValueError(
+                f"frames {list(self.frames)} hold {last - first + 1} frames, too few for history {self.history} plus one predicted frame"
+            )
+        if self.train_frames is not None:
+            a, b = self.train_frames
+            if a < first + self.history or b > last:
+                raise ValueError(
+                    f"train_frames: {list(self.train_frames)} must lie within the predicted frames "
+                    f"[{first + self.history}, {last}] (frames {list(self.frames)}, history {self.history})"
+                )
+        return self
+
+
+class OneStepView(View):
+    """Frame ``input_frame`` -> frame ``output_frame`` of every trajectory."""
+
+    kind: Literal["one_step"] = "one_step"
+    input_frame: NonNegInt = 0
+    output_frame: NonNegInt = 1
+
+    @model_validator(mode="after")
+    def _frames_differ(self) -> OneStepView:
+        if self.input_frame == self.output_frame:
+            raise ValueError(f"input_frame and output_frame are both {self.input_frame}; they must differ")
+        return self
+
+
+_KINDS: dict[str, type[View]] = {
+    "auto": AutoView,
+    "grid": GridView,
+    "series": SeriesView,
+    "mesh": MeshView,
+    "window": WindowView,
+    "one_step": OneStepView,
+}
+VIEW_KINDS = tuple(_KINDS)
+
+
+def _kind_of(value: Any) -> str | None:
+    if isinstance(value, View):
+        return value.kind
+    if isinstance(value, Mapping):
+        return value.get("kind", "auto")
+    return None
+
+
+#: the config type of ``datasets.<name>.view``: one model per kind, chosen by ``kind``
+ViewConfig = Annotated[
+    Annotated[AutoView, Tag("auto")]
+    | Annotated[GridView, Tag("grid")]
+    | Annotated[SeriesView, Tag("series")]
+    | Annotated[MeshView, Tag("mesh")]
+    | Annotated[WindowView, Tag("window")]
+    | Annotated[OneStepView, Tag("one_step")],
+    Discriminator(_kind_of),
+]
+_ADAPTER: TypeAdapter[View] = TypeAdapter(ViewConfig)
+#: union tags pydantic puts into error locations after a ``view`` key
+DROP_TAGS = {"view": set(VIEW_KINDS)}
+
+
+def parse_view(value: Mapping[str, Any] | str | View | None, where: str = "view") -> View:
     """Check a view config (a mapping with ``kind`` and its parameters, or just the kind's name)."""
     if value is None:
-        return View()
+        return AutoView()
     if isinstance(value, View):
         return value
     if isinstance(value, str):
         value = {"kind": value}
     if not isinstance(value, Mapping):
         raise ConfigError(f"{where}: expected a mapping with 'kind' (one of {list(VIEW_KINDS)}) and its parameters")
-    kind = value.get("kind", "auto")
-    if kind not in VIEW_KINDS:
-        raise ConfigError(f"{where}.kind: {kind!r} is not one of {list(VIEW_KINDS)}")
-    unknown = sorted(set(value) - {"kind", *_PARAMS[kind]})
-    if unknown:
-        raise ConfigError(f"{where}: key(s) {unknown} do not belong to view kind {kind!r}; it takes {sorted(_PARAMS[kind]) or 'no parameters'}")
-    kw: dict[str, Any] = {"kind": kind}
-    for key in ("history", "input_frame", "output_frame"):
-        if key in value:
-            v = value[key]
-            low = 1 if key == "history" else 0
-            if not isinstance(v, int) or isinstance(v, bool) or v < low:
-                raise ConfigError(f"{where}.{key}: expected an integer >= {low}, got {v!r}")
-            kw[key] = v
-    for key in ("frames", "train_frames"):
-        if key in value:
-            kw[key] = _frame_range(value[key], f"{where}.{key}")
-    view = View(**kw)
-    if kind == "one_step" and view.input_frame == view.output_frame:
-        raise ConfigError(f"{where}: input_frame and output_frame are both {view.input_frame}; they must differ")
-    if kind == "window" and view.frames is not None:
-        first, last = view.frames
-        if last - first < view.history:
-            raise ConfigError(
-                f"{where}: frames {list(view.frames)} hold {last - first + 1} frames, too few for history {view.history} "
-                "plus one predicted frame"
-            )
-        if view.train_frames is not None:
-            a, b = view.train_frames
-            if a < first + view.history or b > last:
-                raise ConfigError(
-                    f"{where}.train_frames: {list(view.train_frames)} must lie within the predicted frames "
-                    f"[{first + view.history}, {last}] (frames {list(view.frames)}, history {view.history})"
-                )
-    return view
+    try:
+        return _ADAPTER.validate_python(value)
+    except ValidationError as e:
+        raise ConfigError(format_error(e, where, {"": set(VIEW_KINDS), **DROP_TAGS})) from None
+
+
+__all__ = ["DROP_TAGS", "VIEW_KINDS", "View", "ViewConfig", "parse_view"]

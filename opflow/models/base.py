@@ -14,26 +14,35 @@ Every model maps a batch of discretised input functions to output values at quer
 * returns ``(B, M, c_out)``.
 
 Models are built from the config with :func:`build_model`: ``arch`` picks the class, the remaining
-keys are constructor keyword arguments, checked against its signature so that a misspelt
-hyperparameter stops with its name and the allowed ones.
+keys are its hyperparameters, validated by the architecture's pydantic model in
+:mod:`opflow.models.hparams` (names, types, ranges, defaults: one definition, also used by the
+workflow's load-time check without importing torch).
 """
 
 from __future__ import annotations
 
-import inspect
+import importlib
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import Any, ClassVar
 
 import torch
 from torch import nn
 
 from opflow.data.errors import ConfigError
+from opflow.models.hparams import ARCHITECTURES, Hparams, available_archs
+from opflow.models.hparams import check_hparams as _check
 
 _REGISTRY: dict[str, type[OperatorModel]] = {}
 
 
 class OperatorModel(nn.Module):
-    """Base class; subclasses implement :meth:`forward` with the signature in the module doc."""
+    """Base class; subclasses implement :meth:`forward` with the signature in the module doc.
+
+    ``Hparams`` is the pydantic model of the class's hyperparameters (:mod:`opflow.models.hparams`),
+    set by :func:`register` for the built-in architectures.
+    """
+
+    Hparams: ClassVar[type[Hparams]]
 
     def __init__(self, in_channels: int, out_channels: int, coord_dim: int) -> None:
         super().__init__()
@@ -51,57 +60,59 @@ class OperatorModel(nn.Module):
 
 
 def register(name: str) -> Callable[[type[OperatorModel]], type[OperatorModel]]:
+    """Register a model class under ``name``: built-in names take their ``Hparams`` from
+    :data:`~opflow.models.hparams.ARCHITECTURES`; other classes must define ``Hparams`` themselves."""
+
     def deco(cls: type[OperatorModel]) -> type[OperatorModel]:
+        if name in ARCHITECTURES:
+            cls.Hparams = ARCHITECTURES[name][0]
+        elif not isinstance(getattr(cls, "Hparams", None), type):
+            raise TypeError(f"{cls.__name__} needs a class attribute Hparams (a pydantic model of its hyperparameters)")
         _REGISTRY[name] = cls
         return cls
 
     return deco
 
 
-def _load_builtin() -> None:
-    import importlib
-    import pkgutil
-
-    import opflow.models as pkg
-
-    for m in pkgutil.iter_modules(pkg.__path__):
-        if m.name not in ("base", "layers"):
-            importlib.import_module(f"opflow.models.{m.name}")
+def registered(arch: str) -> type[OperatorModel] | None:
+    """The class registered at run time under ``arch`` (None when there is none)."""
+    return _REGISTRY.get(arch)
 
 
-def available_models() -> list[str]:
-    _load_builtin()
+def registered_names() -> list[str]:
     return sorted(_REGISTRY)
 
 
+def available_models() -> list[str]:
+    return available_archs()
+
+
 def model_class(arch: str) -> type[OperatorModel]:
-    if arch not in _REGISTRY:
-        _load_builtin()
-    if arch not in _REGISTRY:
-        raise ConfigError(f"unknown model arch {arch!r}; available: {sorted(_REGISTRY)}")
-    return _REGISTRY[arch]
+    """The class of ``arch``, importing its module for a built-in architecture."""
+    if arch in _REGISTRY:
+        return _REGISTRY[arch]
+    if arch not in ARCHITECTURES:
+        raise ConfigError(f"unknown model arch {arch!r}; available: {available_archs()}")
+    module, name = ARCHITECTURES[arch][1].split(":")
+    return getattr(importlib.import_module(module), name)
 
 
-def check_hparams(arch: str, hparams: Mapping[str, Any], where: str = "model") -> None:
-    """Raise :class:`ConfigError` for hyperparameters the architecture does not take."""
-    cls = model_class(arch)
-    sig = inspect.signature(cls.__init__)
-    allowed = [p for p in sig.parameters if p not in ("self", "in_channels", "out_channels", "coord_dim")]
-    unknown = sorted(set(hparams) - set(allowed))
-    if unknown:
-        raise ConfigError(f"{where}: {arch} has no hyperparameter(s) {unknown}; allowed: {sorted(allowed)}")
+def check_hparams(arch: str, hparams: Mapping[str, Any], where: str = "model") -> Hparams:
+    """Validated hyperparameters of ``arch`` (:func:`opflow.models.hparams.check_hparams`)."""
+    return _check(arch, dict(hparams), where)
 
 
 def build_model(config: Mapping[str, Any], in_channels: int, out_channels: int, coord_dim: int, where: str = "model") -> OperatorModel:
-    """Instantiate ``config['arch']`` with the other keys of ``config`` as hyperparameters."""
+    """Instantiate ``config['arch']`` with the other keys of ``config`` as hyperparameters.
+
+    The values are validated by the architecture's ``Hparams`` model, which also supplies every
+    default: the class is called with all hyperparameters spelled out.
+    """
     if "arch" not in config:
         raise ConfigError(f"{where}: missing 'arch'; available: {available_models()}")
-    hp = {k: v for k, v in config.items() if k != "arch"}
-    check_hparams(config["arch"], hp, where)
-    try:
-        return model_class(config["arch"])(in_channels=in_channels, out_channels=out_channels, coord_dim=coord_dim, **hp)
-    except (TypeError, ValueError) as e:
-        raise ConfigError(f"{where}: {e}") from None
+    hp = check_hparams(config["arch"], {k: v for k, v in config.items() if k != "arch"}, where)
+    cls = model_class(config["arch"])
+    return cls(in_channels=in_channels, out_channels=out_channels, coord_dim=coord_dim, **dict(hp))
 
 
 def count_parameters(model: nn.Module) -> int:

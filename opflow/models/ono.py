@@ -105,10 +105,11 @@ from torch import Tensor, nn
 from opflow.data.errors import ConfigError
 
 from .base import OperatorModel, register
-from .layers import MLP, FeedForward, TransformerBlock, check_kernel, nearest_features
+from .hparams import OnoQuadrature, literal_values
+from .layers import MLP, FeedForward, TransformerBlock, nearest_features
 from .transformer import check_batch, is_self_query
 
-QUADRATURES = ("mean", "sum")
+QUADRATURES = tuple(literal_values(OnoQuadrature))
 
 
 def jittered_cholesky(c: Tensor, eps: float = 1e-6, max_tries: int = 8) -> Tensor:
@@ -281,26 +282,24 @@ class ONO(OperatorModel):
         in_channels: int,
         out_channels: int,
         coord_dim: int,
-        width: int = 128,
-        n_layers: int = 8,
-        ortho_dim: int = 16,
-        n_heads: int = 8,
-        ffn_ratio: float = 1.0,
-        attention: str = "linear",
-        momentum: float = 0.9,
-        quadrature: str = "mean",
-        value_proj: bool = True,
-        dropout: float = 0.0,
-        act: str = "gelu",
-        num_landmarks: int = 256,
-        pinv_iterations: int = 6,
-        ortho_ridge: float = 1e-4,
-        cholesky_eps: float = 1e-6,
+        *,
+        width: int,
+        n_layers: int,
+        ortho_dim: int,
+        n_heads: int,
+        ffn_ratio: float,
+        attention: str,
+        momentum: float,
+        quadrature: str,
+        value_proj: bool,
+        dropout: float,
+        act: str,
+        num_landmarks: int,
+        pinv_iterations: int,
+        ortho_ridge: float,
+        cholesky_eps: float,
     ) -> None:
-        super().__init__(in_channels, out_channels, coord_dim)
-        check_kernel(attention)
-        if n_layers < 1 or width < 1 or ortho_dim < 1:
-            raise ConfigError(f"ono needs width, n_layers and ortho_dim >= 1, got {width}, {n_layers}, {ortho_dim}")
+        super().__init__(in_channels, out_channels, coord_dim)  # values checked by OnoHparams
         self.width = width
         self.encoder = MLP(coord_dim + in_channels, 2 * width, width, act=act)
         self.blocks = nn.ModuleList(

@@ -116,11 +116,12 @@ from torch import Tensor, nn
 from opflow.data.errors import ConfigError
 
 from .base import OperatorModel, register
+from .hparams import GlobalsMode, TnoQuadrature, literal_values
 from .layers import FeedForward, MultiHeadAttention, nearest_features
 from .transformer import check_batch, is_self_query
 
-QUADRATURES = ("trapezoid", "uniform")
-GLOBALS_MODES = ("initial_point", "token")
+QUADRATURES = tuple(literal_values(TnoQuadrature))
+GLOBALS_MODES = tuple(literal_values(GlobalsMode))
 
 
 # ----------------------------------------------------------------------------------------------
@@ -287,35 +288,24 @@ class TNO(OperatorModel):
         in_channels: int,
         out_channels: int,
         coord_dim: int,
-        width: int = 128,
-        n_layers: int = 6,
-        n_heads: int = 8,
-        ffn_dim: int = 128,
-        act: str = "gelu",
-        dropout: float = 0.0,
-        quadrature: str = "trapezoid",
-        global_channels: int = 0,
-        globals_mode: str = "initial_point",
-        global_weight: float = 1.0,
+        *,
+        width: int,
+        n_layers: int,
+        n_heads: int,
+        ffn_dim: int,
+        act: str,
+        dropout: float,
+        quadrature: str,
+        global_channels: int,
+        globals_mode: str,
+        global_weight: float,
     ) -> None:
-        super().__init__(in_channels, out_channels, coord_dim)
-        if quadrature not in QUADRATURES:
-            raise ConfigError(f"tno: quadrature must be one of {list(QUADRATURES)}, got {quadrature!r}")
-        if globals_mode not in GLOBALS_MODES:
-            raise ConfigError(f"tno: globals_mode must be one of {list(GLOBALS_MODES)}, got {globals_mode!r}")
-        if width < 1 or n_layers < 1 or ffn_dim < 1:
-            raise ConfigError(f"tno needs width, n_layers, ffn_dim >= 1; got width={width}, n_layers={n_layers}, ffn_dim={ffn_dim}")
-        if n_heads < 1 or width % n_heads:
-            raise ConfigError(f"tno: width {width} must be a multiple of n_heads={n_heads} (d_K = width / n_heads)")
-        if global_channels < 0:
-            raise ConfigError(f"tno: global_channels must be >= 0, got {global_channels}")
+        super().__init__(in_channels, out_channels, coord_dim)  # ranges and enums checked by TnoHparams
         if global_channels and globals_mode == "initial_point" and coord_dim != 1:
             raise ConfigError(
                 f"tno: globals_mode='initial_point' lifts the initial point of a 1D trajectory; with coord_dim={coord_dim} "
                 "use globals_mode='token'"
             )
-        if not global_weight > 0:
-            raise ConfigError(f"tno: global_weight must be > 0, got {global_weight}")
         self.quadrature, self.globals_mode = quadrature, globals_mode
         self.global_channels, self.global_weight = global_channels, float(global_weight)
         self.lift = nn.Linear(in_channels + coord_dim, width)  # W_in, eq. 15

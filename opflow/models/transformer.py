@@ -23,10 +23,9 @@ from __future__ import annotations
 import torch
 from torch import Tensor, nn
 
-from opflow.data.errors import ConfigError
 
 from .base import OperatorModel, register
-from .layers import MLP, TransformerBlock, check_kernel, nearest_features
+from .layers import MLP, TransformerBlock, nearest_features
 
 
 def check_batch(
@@ -72,20 +71,18 @@ class LinearTransformer(OperatorModel):
         in_channels: int,
         out_channels: int,
         coord_dim: int,
-        width: int = 128,
-        n_layers: int = 8,
-        n_heads: int = 8,
-        ffn_ratio: float = 1.0,
-        attention: str = "linear",
-        dropout: float = 0.0,
-        act: str = "gelu",
-        num_landmarks: int = 256,
-        pinv_iterations: int = 6,
+        *,
+        width: int,
+        n_layers: int,
+        n_heads: int,
+        ffn_ratio: float,
+        attention: str,
+        dropout: float,
+        act: str,
+        num_landmarks: int,
+        pinv_iterations: int,
     ) -> None:
-        super().__init__(in_channels, out_channels, coord_dim)
-        check_kernel(attention)
-        if n_layers < 1 or width < 1:
-            raise ConfigError(f"linear_transformer needs width >= 1 and n_layers >= 1, got width={width}, n_layers={n_layers}")
+        super().__init__(in_channels, out_channels, coord_dim)  # values checked by TransformerHparams
         self.encoder = MLP(coord_dim + in_channels, width, width, act=act)
         self.blocks = nn.ModuleList(
             TransformerBlock(width, n_heads, attention, ffn_ratio, dropout, act, num_landmarks=num_landmarks, pinv_iterations=pinv_iterations)

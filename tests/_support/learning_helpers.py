@@ -16,15 +16,24 @@ from torch import nn
 from opflow.data.format import Variable, split_variable, write_dataset
 from opflow.data.provenance import provenance_attrs, sample_rng
 from opflow.models.base import OperatorModel, register
+from opflow.models.hparams import Hparams
+from opflow.schema import NonNegFloat, PosInt
 
 TEST_ARCH = "_test_point_mlp"
+
+
+class PointMLPHparams(Hparams):
+    width: PosInt = 16
+    dropout: NonNegFloat = 0.0
 
 
 @register(TEST_ARCH)
 class PointMLP(OperatorModel):
     """A pointwise MLP on (coordinates, input features); ignores the other points and the mask."""
 
-    def __init__(self, in_channels: int, out_channels: int, coord_dim: int, width: int = 16, dropout: float = 0.0) -> None:
+    Hparams = PointMLPHparams
+
+    def __init__(self, in_channels: int, out_channels: int, coord_dim: int, *, width: int, dropout: float) -> None:
         super().__init__(in_channels, out_channels, coord_dim)
         self.net = nn.Sequential(
             nn.Linear(in_channels + coord_dim, width), nn.GELU(), nn.Dropout(dropout), nn.Linear(width, width), nn.GELU(), nn.Linear(width, out_channels)

@@ -2,14 +2,18 @@
 
 from __future__ import annotations
 
+import argparse
+import fcntl
 import json
+import os
+import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 import yaml
 
-from opflow.cli import main
+from opflow.cli import build_parser, main
 
 from learning_helpers import grid_dataset, tiny_config
 
@@ -78,7 +82,7 @@ def test_config_mistakes_exit_2_with_the_key_named(project: dict, capsys: pytest
     bad = project["root"] / "bad.yaml"
     bad.write_text(yaml.safe_dump(cfg))
     assert main(["train", "--config", str(bad), "--dataset", "toy", "--model", "mlp", "--data", str(project["data"])]) == 2
-    assert "training: unknown key(s) ['epoch']" in capsys.readouterr().err
+    assert "training: unknown key 'epoch'; allowed: " in capsys.readouterr().err
     assert main(["train", "--data", str(project["data"])]) == 2
     assert "give either --run-json RUN or --config" in capsys.readouterr().err
     assert main(["evaluate", str(project["root"] / "none.pt"), "--data", str(project["data"]), "--out", str(project["root"] / "r.json")]) == 2
@@ -89,3 +93,77 @@ def test_config_mistakes_exit_2_with_the_key_named(project: dict, capsys: pytest
     with pytest.raises(SystemExit):
         main([*ev, "--eval-set", "no-equals-sign"])
     assert "expected NAME=FILE" in capsys.readouterr().err
+
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def opflow_subprocess(*args: str) -> subprocess.CompletedProcess:
+    """The console script as a user runs it: a traceback would show in its stderr."""
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    return subprocess.run([sys.executable, "-m", "opflow.cli", *args], capture_output=True, text=True, timeout=180, cwd=ROOT, env=env)
+
+
+def test_show_refuses_truncated_foreign_and_missing_files_in_one_line_each(project: dict) -> None:
+    root = project["root"]
+    (root / "cut.json").write_text('{"format": "opflow-results/2", "dataset": "to')
+    (root / "foreign.json").write_text('{"a": 1}')
+    (root / "list.json").write_text("[1, 2]")
+    files = [root / "cut.json", root / "foreign.json", root / "list.json", root / "none.json"]
+    out = opflow_subprocess("show", *map(str, files))
+    assert out.returncode == 2 and out.stdout == ""
+    lines = out.stderr.splitlines()
+    assert len(lines) == 4 and "Traceback" not in out.stderr, out.stderr
+    for f, line in zip(files, lines, strict=True):
+        assert line.startswith(f"opflow: {f}: "), line
+    assert "not valid JSON, truncated or damaged" in lines[0]
+    assert "not an opflow results file" in lines[1] and "unknown keys [a]" in lines[1]
+    assert "it holds a list" in lines[2] and "No such file" in lines[3]
+
+
+def test_evaluate_refuses_a_damaged_model_file_in_one_line(project: dict) -> None:
+    root = project["root"]
+    bad = root / "model.pt"
+    bad.write_bytes(b"PK\x03\x04 not really a torch file")
+    out = opflow_subprocess("evaluate", str(bad), "--data", str(project["data"]), "--out", str(root / "r.json"), "--no-png")
+    assert out.returncode == 2 and "Traceback" not in out.stderr, out.stderr[-2000:]
+    lines = [ln for ln in out.stderr.splitlines() if ln.strip()]
+    assert len(lines) == 1 and lines[0].startswith(f"opflow: {bad}: cannot be read as a model file"), lines
+    assert not (root / "r.json").exists()
+
+
+def test_evaluate_names_a_truncated_eval_config_file(project: dict, capsys: pytest.CaptureFixture[str]) -> None:
+    root = project["root"]
+    (root / "ev.json").write_text('{"batch_size": ')
+    ev = ["evaluate", str(root / "none.pt"), "--data", str(project["data"]), "--out", str(root / "r.json"), "--eval-config", f"@{root / 'ev.json'}"]
+    assert main(ev) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"opflow: {root / 'ev.json'}: not valid JSON, truncated or damaged") and err.count("\n") == 1
+
+
+def test_train_into_a_folder_another_training_holds_fails_at_once(project: dict, capsys: pytest.CaptureFixture[str]) -> None:
+    out_dir = project["root"] / "m"
+    out_dir.mkdir()
+    args = ["train", "--config", str(project["cfg"]), "--dataset", "toy", "--model", "mlp", "--data", str(project["data"]),
+            "--out-dir", str(out_dir), "--no-progress"]
+    with open(out_dir / ".lock", "w") as held:
+        fcntl.flock(held, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        assert main(args) == 2
+        err = capsys.readouterr().err
+        assert err.startswith(f"opflow: {out_dir}: another training holds this folder (lock {out_dir / '.lock'})") and err.count("\n") == 1
+        assert sorted(p.name for p in out_dir.iterdir()) == [".lock"]
+    assert main(args) == 0 and (out_dir / "model.pt").exists()
+
+
+def test_every_positional_argument_has_help_text(capsys: pytest.CaptureFixture[str]) -> None:
+    sub = next(a for a in build_parser()._actions if isinstance(a, argparse._SubParsersAction))
+    assert {"inspect", "validate", "merge", "derive", "show", "run-config", "train", "evaluate"} <= set(sub.choices)
+    for name, parser in sub.choices.items():
+        positionals = [a for a in parser._actions if not a.option_strings]
+        with pytest.raises(SystemExit):
+            main([name, "--help"])
+        text = " ".join(capsys.readouterr().out.split())
+        assert "positional arguments:" in text or not positionals, name
+        for a in positionals:
+            assert a.help and len(a.help) > 10, (name, a.dest)
+            assert f"{a.metavar or a.dest} {' '.join(a.help.split())}" in text, (name, a.dest, text)

@@ -58,9 +58,9 @@ def test_merge_order_defaults_then_training_then_model_then_dataset() -> None:
 def test_unknown_key_names_it_the_layer_and_the_allowed_keys() -> None:
     cfg = tiny_config()
     cfg["models"]["mlp"]["training"] = {"epoch": 3}
-    with pytest.raises(ConfigError, match=r"models\.mlp\.training: unknown key\(s\) \['epoch'\]; allowed: \[.*'epochs'.*\]"):
+    with pytest.raises(ConfigError, match=r"models\.mlp\.training: unknown key 'epoch'; allowed: .*\bepochs\b"):
         train_config(cfg, "toy", "mlp")
-    with pytest.raises(ConfigError, match=r"evaluate: unknown key\(s\) \['n_plots'\]; allowed: \[.*'n_plot_samples'"):
+    with pytest.raises(ConfigError, match=r"evaluate: unknown key 'n_plots'; allowed: .*\bn_plot_samples\b"):
         eval_config({"evaluate": {"n_plots": 3}})
 
 
@@ -68,16 +68,16 @@ def test_unknown_key_names_it_the_layer_and_the_allowed_keys() -> None:
     ("values", "message"),
     [
         ({"epochs": -1}, r"training\.epochs: -1 must be >= 1"),
-        ({"epochs": 2.5}, r"training\.epochs: 2\.5 is not int"),
-        ({"epochs": True}, r"training\.epochs: True is not int"),
-        ({"loss": "l1"}, r"training\.loss: 'l1' is not one of 'rel_l2', 'rel_h1', 'mse'"),
-        ({"input_normalizer": "minmax"}, r"'minmax' is not one of 'unit_gaussian', 'pointwise', 'none'"),
-        ({"lr": 0}, r"training\.lr: 0\.0 must be > 0"),
-        ({"grad_clip": 0}, r"grad_clip: 0\.0 must be > 0 \(null disables clipping\)"),
-        ({"pct_start": 1.5}, r"pct_start: 1\.5 must lie in \(0, 1\)"),
+        ({"epochs": 2.5}, r"training\.epochs: 2\.5 is not of type int"),
+        ({"epochs": True}, r"training\.epochs: True is not of type int"),
+        ({"loss": "l1"}, r"training\.loss: 'l1' is not one of \['rel_l2', 'rel_h1', 'mse'\]"),
+        ({"input_normalizer": "minmax"}, r"training\.input_normalizer: 'minmax' is not one of \['unit_gaussian', 'pointwise', 'none'\]"),
+        ({"lr": 0}, r"training\.lr: 0 must be > 0"),
+        ({"grad_clip": 0}, r"training\.grad_clip: 0 must be > 0"),
+        ({"pct_start": 1.5}, r"training\.pct_start: 1\.5 must be < 1"),
         ({"device": "gpu"}, r"device: 'gpu' must be auto, cpu, mps, cuda or cuda:N"),
-        ({"precision": "fp16"}, r"'fp16' is not one of 'fp32', 'bf16'"),
-        ({"compile": "yes"}, r"compile: 'yes' is not bool"),
+        ({"precision": "fp16"}, r"training\.precision: 'fp16' is not one of \['fp32', 'bf16'\]"),
+        ({"compile": "yes"}, r"training\.compile: 'yes' is not of type bool"),
     ],
 )
 def test_bad_values_are_refused_with_the_key_and_the_fix(values: dict, message: str) -> None:
@@ -89,7 +89,7 @@ def test_yaml_style_exponent_strings_are_floats_and_null_disables_clipping() -> 
     # PyYAML reads 1e-3 (no dot) as a string
     c = TrainConfig.from_dict({"lr": "1e-3", "weight_decay": "0", "grad_clip": None})
     assert c.lr == 1e-3 and isinstance(c.lr, float) and c.weight_decay == 0.0 and c.grad_clip is None
-    with pytest.raises(ConfigError, match=r"lr: 'fast' is not float"):
+    with pytest.raises(ConfigError, match=r"lr: 'fast' is not of type float"):
         TrainConfig.from_dict({"lr": "fast"})
 
 
@@ -128,8 +128,9 @@ def test_task_is_checked() -> None:
     cfg["datasets"]["toy"]["task"] = {"inputs": [], "outputs": ["sol"]}  # the coordinates alone are the input
     assert task_of(cfg, "toy") == {"inputs": [], "outputs": ["sol"]}
     for task, msg in [
-        ({"input": ["a"]}, r"unknown key\(s\) \['input'\]; allowed: \['inputs', 'outputs'\]"),
-        ({"outputs": []}, r"task\.outputs: expected a non-empty list"),
+        ({"input": ["a"]}, r"datasets\.toy\.task: unknown key 'input'; allowed: inputs, outputs"),
+        ({"outputs": []}, r"datasets\.toy\.task\.outputs: \[\] needs at least 1 item"),
+        ({"outputs": [3]}, r"datasets\.toy\.task\.outputs\.0: 3 is not of type str"),
         ({"inputs": ["a", "a"]}, r"names repeat"),
         ({"inputs": ["a"], "outputs": ["a"]}, r"\['a'\] are both inputs and outputs"),
     ]:
@@ -143,7 +144,7 @@ def test_check_learning_config_catches_models_tasks_and_evaluate() -> None:
     check_learning_config(cfg)
     with pytest.raises(ConfigError, match=r"unknown model arch 'onno'; available: \[.*'ono'"):
         check_learning_config(deep_merge(cfg, {"models": {"bad": {"arch": "onno"}}}))
-    with pytest.raises(ConfigError, match=r"models\.mlp: _test_point_mlp has no hyperparameter\(s\) \['depth'\]; allowed: \['dropout', 'width'\]"):
+    with pytest.raises(ConfigError, match=r"models\.mlp: _test_point_mlp has no hyperparameter 'depth'; allowed: dropout, width"):
         check_learning_config(deep_merge(cfg, {"models": {"mlp": {"depth": 3}}}))
     with pytest.raises(ConfigError, match=r"datasets\.toy\.training\.epochs: 0 must be >= 1"):
         check_learning_config(deep_merge(cfg, {"datasets": {"toy": {"training": {"epochs": 0}}}}))
@@ -164,34 +165,50 @@ def test_diff_keys_and_config_files(tmp_path: Path) -> None:
         load_config_files([str(tmp_path / "missing.yaml")])
 
 
-def test_schema_checks_learning_sections_without_defaults() -> None:
-    """The Snakefile validates config/schema.yaml first; defaults there would break the merge order."""
-    import yaml
+def test_the_workflow_tree_names_bad_keys_and_layers_carry_only_what_was_written() -> None:
+    """One typed tree checks every section; a training layer's defaults never override an earlier layer."""
+    from opflow.config import parse_workflow
 
-    from opflow.schema import validate_config
-
-    schema_path = ROOT / "config" / "schema.yaml"
-    cfg = tiny_config()
+    cfg = tiny_config(epochs=7)
     cfg["models"]["mlp"]["training"] = {"lr": "1e-3", "grad_clip": None}
     cfg["evaluate"] = {"n_plot_samples": 3}
-    validate_config(cfg, schema_path)
+    wf = parse_workflow(cfg)
+    tc = wf.train_config("toy", "mlp")
+    assert (tc.epochs, tc.lr, tc.grad_clip) == (7, 1e-3, None)  # epochs from training:, not the model layer's default
+    assert wf.evaluate.n_plot_samples == 3
     for bad, msg in [
-        ({"training": {"epoch": 3}}, r"at training: unknown key 'epoch'; allowed: .*epochs"),
-        ({"models": {"mlp": {"training": {"lrate": 1}}}}, r"at models\.mlp\.training: unknown key 'lrate'"),
-        ({"evaluate": {"nplots": 1}}, r"at evaluate: unknown key 'nplots'"),
-        ({"training": {"loss": "l1"}}, r"at training\.loss: 'l1' is not one of \['rel_l2', 'rel_h1', 'mse'\]"),
-        ({"training": {"device": "gpu"}}, r"at training\.device"),
+        ({"training": {"epoch": 3}}, r"^training: unknown key 'epoch'; allowed: .*\bepochs\b"),
+        ({"models": {"mlp": {"training": {"lrate": 1}}}}, r"^models\.mlp\.training: unknown key 'lrate'"),
+        ({"evaluate": {"nplots": 1}}, r"^evaluate: unknown key 'nplots'"),
+        ({"training": {"loss": "l1"}}, r"^training\.loss: 'l1' is not one of \['rel_l2', 'rel_h1', 'mse'\]"),
+        ({"training": {"device": "gpu"}}, r"^training\.device: 'gpu' must be auto, cpu, mps, cuda or cuda:N"),
+        ({"datasets": {"toy": {"train": -1}}}, r"^datasets\.toy\.train: -1 must be >= 0"),
+        ({"datasets": {"toy": {"view": {"kind": "window", "history": 0}}}}, r"^datasets\.toy\.view\.history: 0 must be >= 1"),
+        ({"sources": {"s": {"solver": "x", "n_samples": 0, "seed": 0}}}, r"^sources\.s\.n_samples: 0 must be >= 1"),
+        ({"sources": {"s": {"solver": "x", "seed": 0}}}, r"^sources\.s: missing required key 'n_samples'"),
+        ({"rooot": "x"}, r"^<top level>: unknown key 'rooot'; allowed: datasets, evaluate, models, root, sources, targets, training"),
     ]:
         with pytest.raises(ConfigError, match=msg):
-            validate_config(deep_merge(cfg, bad), schema_path)
+            parse_workflow(deep_merge(cfg, bad))
 
-    def defaults(node) -> list:
-        if isinstance(node, dict):
-            return (["default"] if "default" in node else []) + sum((defaults(v) for v in node.values()), [])
-        return sum((defaults(v) for v in node), []) if isinstance(node, list) else []
 
-    schema = yaml.safe_load(schema_path.read_text())
-    assert defaults(schema["$defs"]["training"]) == [] and defaults(schema["properties"]["models"]) == []
+def test_gpus_are_a_config_choice_checked_against_device_and_processes() -> None:
+    cfg = tiny_config()
+    assert train_config(cfg, "toy", "mlp").gpus == 0  # CPU-only by default: no GPU partition is asked for
+    assert train_config(deep_merge(cfg, {"training": {"device": "auto", "gpus": 1}}), "toy", "mlp").gpus == 1
+    with pytest.raises(ConfigError, match=r"gpus: 1 but device is 'cpu'"):
+        train_config(deep_merge(cfg, {"training": {"gpus": 1}}), "toy", "mlp")
+    with pytest.raises(ConfigError, match=r"gpus: 1 but nproc is 2"):
+        train_config(deep_merge(cfg, {"training": {"device": "cuda", "gpus": 1, "nproc": 2}}), "toy", "mlp")
+
+
+def test_the_json_schema_is_generated_from_the_typed_tree() -> None:
+    from opflow.config import json_schema
+
+    schema = json_schema()
+    assert set(schema["properties"]) == {"root", "targets", "sources", "datasets", "models", "training", "evaluate"}
+    train = schema["$defs"]["TrainConfig"]["properties"]
+    assert train["epochs"]["default"] == TrainConfig().epochs and train["loss"]["enum"] == ["rel_l2", "rel_h1", "mse"]
 
 
 def test_importing_config_and_cli_does_not_import_torch() -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import subprocess
 import sys
 from pathlib import Path
 
@@ -16,8 +17,10 @@ from opflow.data.errors import DatasetError
 from opflow.data.torch_data import GridDataset
 from opflow.data.transforms import derive
 from opflow.evaluate import evaluate, plot_indices
+from opflow.inference import load_model
 from opflow.models.base import count_parameters
-from opflow.train import load_model, train
+from opflow.records import RecordError, Results
+from opflow.train import train
 
 from learning_helpers import grid_dataset, tiny_config
 
@@ -44,6 +47,8 @@ def result(trained: dict) -> dict:
 def test_results_json_has_every_field_with_sane_values(trained: dict, result: dict) -> None:
     on_disk = json.loads((trained["dir"] / "results" / "toy_mlp.json").read_text())
     assert on_disk == json.loads(json.dumps(result))
+    assert list(on_disk) == list(Results.keys_written()) and on_disk["format_version"] == Results.FORMAT_VERSION
+    assert Results.load(trained["dir"] / "results" / "toy_mlp.json").to_dict() == on_disk
     for key in ("dataset", "model", "run", "run_hash", "data_files", "parameters", "epochs", "train_time_s", "metrics", "zero_shot",
                 "inference_time_per_sample_s", "peak_memory", "device", "versions", "git_commit"):
         assert key in result, key
@@ -111,4 +116,26 @@ def test_a_file_without_the_task_variables_is_refused(trained: dict, tmp_path: P
     bad = write_dataset(tmp_path / "bad.nc", vars_, {k: v for k, v in ds.attrs.items() if k != "opflow_format"})
     with pytest.raises(DatasetError, match=r"task outputs \['sol'\] are not variables of the file"):
         evaluate(trained["model"], bad, tmp_path / "r.json")
+    assert not (tmp_path / "r.json").exists()
+
+
+def test_evaluation_does_not_import_training() -> None:
+    """One inference path: evaluate loads and runs models through opflow.inference, never opflow.train."""
+    code = "import json, sys, opflow.evaluate; print(json.dumps([m for m in sys.modules if m.startswith('opflow.')]))"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True)
+    loaded = json.loads(out.stdout)
+    assert "opflow.inference" in loaded and "opflow.records" in loaded
+    assert "opflow.train" not in loaded
+
+
+def test_a_damaged_or_old_model_file_is_refused_naming_it(trained: dict, tmp_path: Path) -> None:
+    cut = tmp_path / "cut.pt"
+    cut.write_bytes(trained["model"].read_bytes()[:1000])
+    with pytest.raises(RecordError, match=rf"^{cut}: cannot be read as a model file, it is damaged or truncated"):
+        evaluate(cut, trained["coarse"], tmp_path / "r.json")
+    old = torch.load(trained["model"], weights_only=False)
+    del old["format_version"]
+    torch.save(old, tmp_path / "old.pt")
+    with pytest.raises(RecordError, match=r"old\.pt: not an opflow model file of format version 2 .*found no format_version.*retrain it"):
+        evaluate(tmp_path / "old.pt", trained["coarse"], tmp_path / "r.json")
     assert not (tmp_path / "r.json").exists()

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -13,7 +15,10 @@ import torch
 
 from opflow.config import deep_merge, resolve_run
 from opflow.data.torch_data import GridDataset
-from opflow.train import CHECKPOINT_NAME, RunMismatchError, load_model, train
+from opflow.inference import load_model
+from opflow.records import ModelRecord
+from opflow.runtime import FolderBusyError
+from opflow.train import CHECKPOINT_NAME, LOG_NAME, RunMismatchError, train
 
 from learning_helpers import grid_dataset, tiny_config
 
@@ -113,6 +118,7 @@ def test_checkpoints_are_written_atomically(data: Path, tmp_path: Path, monkeypa
 def test_model_file_holds_what_evaluation_needs_and_normalisers_see_train_only(data: Path, tmp_path: Path) -> None:
     res = train(run_of(data, epochs=2), data, tmp_path, progress=False)
     model, rec = load_model(res.model_path)
+    assert isinstance(rec, ModelRecord) and rec["format_version"] == ModelRecord.FORMAT_VERSION and rec.task is rec["task"]
     for key in ("arch", "model_config", "state_dict", "normalizers", "task", "run", "run_hash", "train_time_s", "epochs", "device", "parameters"):
         assert key in rec, key
     assert rec["task"]["inputs"] == ["coeff"] and rec["task"]["grid_shape"] == [16, 16] and rec["epochs"] == 2
@@ -169,7 +175,9 @@ def test_ddp_two_processes_match_one_process_with_the_same_global_batch(data: Pa
     out = subprocess.run(cmd, capture_output=True, text=True, timeout=240, cwd=ROOT, env=env)
     assert out.returncode == 0, out.stderr[-3000:]
     files = sorted(p.name for p in (tmp_path / "ddp").iterdir())
-    assert files == ["curves.csv", "curves.json", "curves.png", "model.pt"]  # one writer, checkpoint removed at the end
+    assert files == ["curves.csv", "curves.json", "curves.png", "model.pt", LOG_NAME]  # one writer, checkpoint and lock removed at the end
+    logged = (tmp_path / "ddp" / LOG_NAME).read_text()
+    assert logged.count("epoch 1/3") == 1 and logged.count("--- started from scratch") == 1  # rank 0 alone writes the log
 
     a, ra = load_model(single.model_path)
     b, rb = load_model(tmp_path / "ddp" / "model.pt")
@@ -178,3 +186,34 @@ def test_ddp_two_processes_match_one_process_with_the_same_global_batch(data: Pa
         torch.testing.assert_close(pa, pb, rtol=1e-5, atol=1e-6, msg=k)  # differ by rounding (about 1 ulp)
     for ca, cb in zip(ra["curves"], rb["curves"], strict=True):
         assert cb["train_loss"] == pytest.approx(ca["train_loss"], rel=1e-5)
+
+
+def test_the_train_log_is_appended_to_on_resume_with_a_marker(data: Path, tmp_path: Path) -> None:
+    run = run_of(data, epochs=3)
+    train(run, data, tmp_path, progress=False, max_epochs_this_call=2)
+    first = (tmp_path / LOG_NAME).read_text()
+    assert first.startswith("--- started from scratch (") and "epoch 2/3" in first and "epoch 3/3" not in first
+    train(run, data, tmp_path, progress=False)
+    text = (tmp_path / LOG_NAME).read_text()
+    assert text.startswith(first)  # appended, not overwritten
+    rest = text[len(first):].splitlines()
+    assert re.fullmatch(r"--- resumed at epoch 2 \(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\+00:00\) ---", rest[0]), rest[0]
+    assert [ln for ln in rest if "epoch 3/3" in ln] and any("wrote" in ln and "model.pt" in ln for ln in rest)
+    assert sum("epoch 1/3" in ln for ln in text.splitlines()) == 1
+    # the curves hold every epoch once
+    assert [c["epoch"] for c in json.loads((tmp_path / "curves.json").read_text())] == [1, 2, 3]
+
+
+def test_a_second_training_into_a_busy_folder_fails_at_once(data: Path, tmp_path: Path) -> None:
+    run = run_of(data, epochs=2)
+    out = tmp_path / "m"
+    out.mkdir()
+    with open(out / ".lock", "w") as held:  # another training holds the folder
+        fcntl.flock(held, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        with pytest.raises(FolderBusyError, match=rf"^{re.escape(str(out))}: another training holds this folder \(lock .*\.lock\)"):
+            train(run, data, out, progress=False)
+        assert sorted(p.name for p in out.iterdir()) == [".lock"]  # it touched nothing
+        fcntl.flock(held, fcntl.LOCK_UN)
+    res = train(run, data, out, progress=False)
+    assert res.complete and not (out / ".lock").exists()  # released and removed at the end
+    assert isinstance(ModelRecord.load(res.model_path), ModelRecord)

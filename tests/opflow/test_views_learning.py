@@ -15,14 +15,23 @@ from opflow.data.format import Variable, read_dataset, split_variable, write_dat
 from opflow.data.provenance import provenance_attrs
 from opflow.data.torch_data import Normalizers, collate
 from opflow.data.trajectory import rollout
-from opflow.data.views import make_dataset
+from opflow.data.views import get_kind, kind_of, make_dataset
+from opflow.data.views import register as register_view_kind
+from opflow.data.views.grid import GridKind
 from opflow.evaluate import evaluate
 from opflow.models.base import OperatorModel, build_model, register
+from opflow.models.hparams import Hparams
+from opflow.schema import NonNegInt, PosInt
 from opflow.train import build_for_data, forward, load_model, model_inputs, train
 
-from learning_helpers import TEST_ARCH
+from learning_helpers import TEST_ARCH, grid_dataset, tiny_config
 
 GLOBALS_ARCH = "_test_globals_mlp"
+
+
+class GlobalsMLPHparams(Hparams):
+    width: PosInt = 16
+    global_channels: NonNegInt = 0
 
 
 @register(GLOBALS_ARCH)
@@ -30,8 +39,9 @@ class GlobalsMLP(OperatorModel):
     """A pointwise MLP that takes globals through ``forward(..., globals=)`` and remembers the last ones."""
 
     accepts_globals = True
+    Hparams = GlobalsMLPHparams
 
-    def __init__(self, in_channels: int, out_channels: int, coord_dim: int, width: int = 16, global_channels: int = 0) -> None:
+    def __init__(self, in_channels: int, out_channels: int, coord_dim: int, *, width: int, global_channels: int) -> None:
         super().__init__(in_channels, out_channels, coord_dim)
         self.global_channels = global_channels
         self.net = nn.Sequential(nn.Linear(in_channels + coord_dim + global_channels, width), nn.GELU(), nn.Linear(width, out_channels))
@@ -268,3 +278,46 @@ def test_mesh_training_evaluation_and_tripcolor_plot(tmp_path: Path) -> None:
     r = evaluate(res.model_path, f, tmp_path / "r.json", png=tmp_path / "r.png", config={"batch_size": 2, "warmup_batches": 0}, threads=1)
     assert r["view"] == {"kind": "mesh"} and r["n_test"] == 3 and np.isfinite(r["metrics"]["rel_l2_mean"])
     assert r["resolution"].endswith("points") and (tmp_path / "r.png").stat().st_size > 10_000
+
+
+class SpyGridKind(GridKind):
+    """The grid kind, recording what the evaluator asks of it and adding a statistic of its own."""
+
+    def __init__(self) -> None:
+        self.calls: list[tuple[str, object]] = []
+
+    def collate(self, items):  # type: ignore[override]
+        self.calls.append(("collate", len(items)))
+        return super().collate(items)
+
+    def metrics(self, e2, r2, dataset):  # type: ignore[override]
+        self.calls.append(("metrics", e2.shape))
+        return {"spy_samples": int(e2.shape[0])}
+
+    def plot(self, samples, dataset, png, *, title=""):  # type: ignore[override]
+        self.calls.append(("plot", [s["index"] for s in samples]))
+        assert all(s["label"].startswith("sample ") and s["pred"].shape == s["target"].shape for s in samples)
+        super().plot(samples, dataset, png, title=title)
+
+
+def test_evaluation_asks_the_view_kind_for_its_statistics_and_plot(tmp_path: Path) -> None:
+    f = grid_dataset(tmp_path / "g.nc", n_train=6, n_test=3, s=8)
+    cfg = tiny_config(epochs=1)
+    cfg["datasets"]["toy"].update(train=6, test=3, resolution=8)
+    res = train(resolve_run(cfg, "toy", "mlp", str(f)), f, tmp_path / "m", progress=False)
+    original, spy = get_kind("grid"), SpyGridKind()
+    register_view_kind(spy, replace=True)
+    try:
+        r = evaluate(res.model_path, f, tmp_path / "r.json", zero_shot=[f], png=tmp_path / "r.png",
+                     config={"batch_size": 2, "warmup_batches": 0, "n_plot_samples": 2}, threads=1)
+        assert kind_of(make_dataset(f, "test")) is spy
+    finally:
+        register_view_kind(original, replace=True)
+    assert kind_of(make_dataset(f, "test")) is original
+    # the kind's statistics land in the main metrics and in every extra set; its plot gets the samples
+    assert r["metrics"]["spy_samples"] == 3 and r["zero_shot"]["8"]["spy_samples"] == 3
+    assert [c for c in spy.calls if c[0] == "metrics"] == [("metrics", (3, 1)), ("metrics", (3, 1))]
+    plot_calls = [c for c in spy.calls if c[0] == "plot"]
+    assert len(plot_calls) == 1 and len(plot_calls[0][1]) == 2 and set(plot_calls[0][1]) <= {0, 1, 2}
+    assert spy.calls.count(("collate", 1)) == 2  # one item per plotted sample
+    assert (tmp_path / "r.png").stat().st_size > 10_000

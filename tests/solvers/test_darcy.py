@@ -215,3 +215,19 @@ def test_fno_piecewise_statistics_match_the_published_data():
     assert abs(u.max(axis=(1, 2)).mean() - 1.3e-2) < 0.06e-2
     frac = (out["coeff"] == 12).mean(axis=(1, 2))
     assert abs(frac.mean() - 0.5) < 0.02 and 0.03 < frac.std() < 0.08
+
+
+def test_non_convergence_hint_names_the_real_parameter():
+    """The hint names the generator parameter ``solver`` (there is no parameter ``method``) and a
+    value it accepts."""
+    import dataclasses
+    import typing
+
+    gen = DarcyFD.from_config({"resolution": 17, "maxiter": 1, "amg_fallback": False})
+    with pytest.raises(SolverError) as e:
+        gen.generate(0, np.array([0]))
+    msg = str(e.value)
+    assert "set the darcy_fd parameter solver to 'direct'" in msg
+    assert "method" not in {f.name for f in dataclasses.fields(DarcyFD.Params)}
+    assert "direct" in typing.get_args(typing.get_type_hints(DarcyFD.Params)["solver"])
+    DarcyFD.from_config({"resolution": 17, "solver": "direct"})  # the hint's advice is a valid config

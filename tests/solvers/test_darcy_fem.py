@@ -404,3 +404,16 @@ def test_two_mpi_ranks_give_the_serial_result(tmp_path: Path, mesh_cache: Path) 
                     assert np.all(r[f"{tag}/{k}"] <= 10 * 1e-10)
                 else:
                     assert np.allclose(r[f"{tag}/{k}"], v, rtol=0, atol=tol * np.abs(v).max()), (tag, k)
+
+
+def test_mesh_output_files_declare_ugrid(tmp_path: Path) -> None:
+    """Mesh output is UGRID-1.0: the topology variable, data variables naming mesh and location,
+    and ``Conventions = "CF-1.10 UGRID-1.0"``; grid output is plain CF."""
+    from solvers.generate import write_shard
+
+    mesh = read_dataset(write_shard(gen(resolution=5, output="mesh"), 0, 0, 1, tmp_path / "m.nc", progress=False))
+    assert mesh.attrs["Conventions"] == "CF-1.10 UGRID-1.0"
+    assert {k: mesh.variables["pressure"].attrs[k] for k in ("mesh", "location")} == {"mesh": "mesh", "location": "node"}
+    assert mesh.variables["coeff_cell"].attrs["location"] == "face"
+    grid = read_dataset(write_shard(gen(resolution=5), 0, 0, 1, tmp_path / "g.nc", progress=False))
+    assert grid.attrs["Conventions"] == "CF-1.10"

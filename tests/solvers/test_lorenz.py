@@ -215,11 +215,11 @@ def test_controlled_ode_coefficients_follow_the_paper() -> None:
 def test_file_layout_and_roles(tmp_path: Path) -> None:
     ds = read_dataset(write_shard(lorenz_gen(), 0, 0, 4, tmp_path / "l.nc", progress=False))
     roles = {n: v.attrs.get("role") for n, v in ds.variables.items()}
-    assert roles == {"t": "coordinate", "sample_index": None, "x": "input", "y0": "input", "z0": "input", "y": "output", "z": "output"}
+    assert roles == {"sample": None, "t": "coordinate", "sample_index": None, "x": "input", "y0": "input", "z0": "input", "y": "output", "z": "output"}
     assert ds["x"].shape == (4, 201) and ds["y0"].shape == (4,)
     assert np.array_equal(ds["y0"], ds["y"][:, 0]) and np.array_equal(ds["z0"], ds["z"][:, 0])
     c = read_dataset(write_shard(cde_gen(), 0, 0, 4, tmp_path / "c.nc", progress=False))
-    assert {n: v.attrs.get("role") for n, v in c.variables.items() if n != "sample_index"} == {
+    assert {n: v.attrs.get("role") for n, v in c.variables.items() if n not in ("sample", "sample_index")} == {
         "t": "coordinate", "u": "input", "z": "output", "xi": "auxiliary", "eta": "auxiliary"}
     assert c["xi"].shape == (4, 10)
 

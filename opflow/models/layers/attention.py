@@ -66,17 +66,10 @@ from torch import Tensor, nn
 
 from opflow.data.errors import ConfigError
 
+from ..hparams import KERNELS
 from .mlp import FeedForward
 
-KERNELS: dict[str, str] = {
-    "softmax": "scaled dot-product softmax attention, optional quadrature weights (Vaswani 2017; Calvello et al. 2024)",
-    "linear": "linear attention, phi = elu + 1 (Katharopoulos et al. 2020)",
-    "normalized": "normalised linear attention, softmax of q and k over features (GNOT, Hao et al. 2023)",
-    "efficient": "efficient attention, softmax of q over features and of k over points (Shen et al. 2021)",
-    "galerkin": "Galerkin-type attention Q (LN(K)^T LN(V)) / n (Cao 2021)",
-    "fourier": "Fourier-type attention (LN(Q) LN(K)^T) V / n (Cao 2021)",
-    "nystrom": "Nystrom approximation of softmax attention with segment-mean landmarks (Xiong et al. 2021)",
-}
+# KERNELS (name -> formula) is defined with the other enumerations in opflow.models.hparams
 
 
 def check_kernel(name: str) -> str:

@@ -7,6 +7,7 @@ import signal
 import subprocess
 import sys
 import textwrap
+import time
 from pathlib import Path
 
 import numpy as np
@@ -177,3 +178,261 @@ def test_summary_lists_variables_splits_and_provenance(dataset_file: Path) -> No
 def test_variable_shape_mismatch_is_reported() -> None:
     with pytest.raises(DatasetError, match="one dimension name per array axis"):
         Variable(("sample",), np.zeros((2, 2)))
+
+
+# ---- validate: non-finite values, damaged files ---------------------------------------------------
+
+
+def _set_value(path: Path, name: str, index: tuple, value: float) -> None:
+    """Change one stored value in place, as a foreign tool or a bad disk might."""
+    import netCDF4
+
+    with netCDF4.Dataset(path, "a") as nc:
+        nc.variables[name][index] = value
+
+
+def test_validate_reports_one_nan_naming_the_variable_and_the_sample(tmp_path: Path, dataset_file: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from opflow.cli import main
+
+    _set_value(dataset_file, "pressure", (3, 4, 4), np.nan)
+    problems = validate(dataset_file)
+    assert problems == ["pressure: non-finite values in 1 of 6 samples, at position(s) 3"]
+    assert main(["validate", str(dataset_file)]) == 1
+    out = capsys.readouterr().out.strip().splitlines()
+    assert out == [f"{dataset_file}: INVALID: pressure: non-finite values in 1 of 6 samples, at position(s) 3"]
+    # a file whose samples carry other global indices (a derived file) names those too
+    v = grid_variables()
+    v["sample_index"] = Variable(("sample",), np.arange(100, 106, dtype=np.int64))
+    f = write_dataset(tmp_path / "g.nc", v, provenance_attrs("unit-test", {"s": 9}, seed=3))
+    _set_value(f, "coeff", (1, 0, 0), np.inf)
+    _set_value(f, "coeff", (4, 2, 2), np.nan)
+    assert validate(f) == ["coeff: non-finite values in 2 of 6 samples, at position(s) 1, 4 (global sample index 101, 104)"]
+
+
+def _flip_byte_in_chunk(path: Path, name: str, sample: int) -> None:
+    """Flip one byte inside the compressed chunk of ``name[sample]`` (deterministically).
+
+    The chunk is found by the Adler-32 checksum that ends every zlib stream: it is computed over
+    the uncompressed (and, with the shuffle filter, byte-shuffled) chunk, so it does not depend on
+    the zlib version that compressed it. The byte 16 places before it lies in the deflate data.
+    """
+    import zlib
+
+    import netCDF4
+
+    with netCDF4.Dataset(path) as nc:
+        v = nc.variables[name]
+        assert v.chunking() == [1, *v.shape[1:]] and v.filters()["zlib"]
+        shuffle = v.filters()["shuffle"]
+        raw = np.ascontiguousarray(v[sample]).astype(v.dtype.newbyteorder("<")).tobytes()
+        size = v.dtype.itemsize
+    if shuffle:
+        raw = np.frombuffer(raw, np.uint8).reshape(-1, size).T.tobytes()
+    trailer = zlib.adler32(raw).to_bytes(4, "big")
+    data = bytearray(path.read_bytes())
+    assert data.count(trailer) == 1, "the chunk's checksum must occur once in the file"
+    data[data.find(trailer) - 16] ^= 0xFF
+    path.write_bytes(bytes(data))
+
+
+def test_damaged_chunk_gives_one_line_errors_in_inspect_and_validate(dataset_file: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from opflow.cli import main
+
+    _flip_byte_in_chunk(dataset_file, "pressure", 2)
+    with pytest.raises(DatasetError, match="the file is damaged"):
+        summary(dataset_file)
+    assert main(["inspect", str(dataset_file)]) == 2
+    captured = capsys.readouterr()
+    err = captured.err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith(f"opflow: {dataset_file}: reading ") and "damaged" in err[0]
+    assert "Traceback" not in captured.err
+
+    problems = validate(dataset_file)
+    assert len(problems) == 1 and "variable 'pressure', samples 0:6" in problems[0] and "damaged" in problems[0]
+    assert main(["validate", str(dataset_file)]) == 1
+    out = capsys.readouterr().out.strip().splitlines()
+    assert len(out) == 1 and out[0].startswith(f"{dataset_file}: INVALID: reading variable 'pressure'")
+    # every reader going through open_dataset (derive, merge, training) says the same, and writes nothing
+    from opflow.data.transforms import derive
+
+    with pytest.raises(DatasetError, match=f"{dataset_file}: reading its data failed .*the file is damaged"):
+        derive(dataset_file, dataset_file.parent / "derived.nc", n_train=4, n_test=2)
+    assert sorted(p.name for p in dataset_file.parent.iterdir()) == ["d.nc"]
+
+
+# ---- stale temporaries of killed writers ----------------------------------------------------------
+
+
+def _dead_pid() -> int:
+    """The pid of a process that has exited (and been reaped)."""
+    proc = subprocess.Popen([sys.executable, "-c", "pass"])
+    proc.wait()
+    return proc.pid
+
+
+def test_rerun_after_a_kill_removes_the_stale_temporary(tmp_path: Path) -> None:
+    out = tmp_path / "killed.nc"
+    script = textwrap.dedent(
+        f"""
+        import time, numpy as np
+        from opflow.data.format import DatasetWriter
+        spec = {{"u": (("sample", "x"), np.float64, {{"role": "output", "units": "1", "long_name": "u"}})}}
+        with DatasetWriter({str(out)!r}, {{"sample": 1000, "x": 64}}, spec, {{}}) as w:
+            for i in range(1000):
+                w.write("u", np.ones((1, 64)), i)
+                if i == 10:
+                    print("started", flush=True)
+                time.sleep(0.01)
+        """
+    )
+    proc = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True)
+    assert proc.stdout.readline().strip() == "started"
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.wait()
+    assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".killed.nc.tmp-")]
+    write_dataset(out, grid_variables(), provenance_attrs("unit-test", {"s": 9}, seed=3))
+    assert [p.name for p in tmp_path.iterdir()] == ["killed.nc"]
+
+
+def test_stale_temporaries_rule_keeps_live_and_foreign_writers(tmp_path: Path) -> None:
+    from opflow.atomic import FOREIGN_STALE_AFTER_S, _host, atomic_write_text, remove_stale_temporaries
+
+    host, dead = _host(), _dead_pid()
+    live = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        names = {
+            "dead (this host)": f".d.nc.tmp-{host}-{dead}-0123abcd.nc",
+            "dead (format-1 writer form)": f".d.nc.tmp-{dead}-0123abcd",
+            "dead (old atomic_path form)": f".d.tmp-{dead}-0123abcd.nc",
+            "live process": f".d.nc.tmp-{host}-{live.pid}-0123abcd.nc",
+            "this process": f".d.nc.tmp-{host}-{os.getpid()}-0123abcd.nc",
+            "other host, fresh": f".d.nc.tmp-node-17-{dead}-0123abcd.nc",
+            "other host, old": f".d.nc.tmp-node-18-{dead}-0123abcd.nc",
+            "another target": f".e.nc.tmp-{host}-{dead}-0123abcd.nc",
+            "not a temporary": ".d.nc.tmp-notes",
+        }
+        for n in names.values():
+            (tmp_path / n).write_text("partial")
+        old = time.time() - FOREIGN_STALE_AFTER_S - 3600
+        os.utime(tmp_path / names["other host, old"], (old, old))
+        write_dataset(tmp_path / "d.nc", grid_variables(), provenance_attrs("unit-test", {"s": 9}, seed=3))
+        left = {p.name for p in tmp_path.iterdir()}
+        gone = {"dead (this host)", "dead (format-1 writer form)", "dead (old atomic_path form)", "other host, old"}
+        for what, n in names.items():
+            assert (n not in left) == (what in gone), what
+        assert "d.nc" in left
+        # atomic_path (models, meshes, JSON) applies the same rule
+        stale = tmp_path / f".r.json.tmp-{host}-{dead}-0123abcd.json"
+        stale.write_text("{")
+        atomic_write_text(tmp_path / "r.json", "{}")
+        assert not stale.exists() and (tmp_path / "r.json").read_text() == "{}"
+        assert remove_stale_temporaries(tmp_path / "nowhere" / "x.nc") == []
+    finally:
+        live.kill()
+        live.wait()
+
+
+# ---- CF attributes, sample coordinate, format versions --------------------------------------------
+
+
+def test_cf_attributes_history_and_sample_coordinate(dataset_file: Path) -> None:
+    import re
+
+    ds = read_dataset(dataset_file)
+    assert FORMAT == "opflow-dataset/2"
+    assert ds.attrs["Conventions"] == "CF-1.10"
+    assert ds.attrs["title"] == "unit-test samples generated by opflow"
+    from opflow.data.provenance import command_line
+
+    (line,) = ds.attrs["history"].splitlines()
+    assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\+00:00: .+", line), line
+    assert line.endswith(": " + command_line())  # this process, e.g. "python -m pytest tests/..."
+    np.testing.assert_array_equal(ds["sample"], np.arange(6))
+    assert ds["sample"].dtype == np.int64 and ds.variables["sample"].dims == ("sample",)
+    xr = pytest.importorskip("xarray")
+    with xr.open_dataset(dataset_file) as x:
+        assert "sample" in x.indexes and list(x["pressure"].sel(sample=[4, 5]).shape) == [2, 9, 9]
+
+
+def test_ugrid_files_say_so_in_conventions(tmp_path: Path) -> None:
+    v = grid_variables()
+    v["mesh"] = Variable((), np.array(0, np.int32), {"cf_role": "mesh_topology", "topology_dimension": 2})
+    f = write_dataset(tmp_path / "m.nc", v, provenance_attrs("unit-test", {"s": 9}, seed=3))
+    assert read_dataset(f).attrs["Conventions"] == "CF-1.10 UGRID-1.0"
+    assert validate(f) == []
+
+
+def test_derived_and_merged_files_keep_indices_and_append_history(tmp_path: Path) -> None:
+    from opflow.data.provenance import command_line
+    from opflow.data.shards import merge_shards
+    from opflow.data.transforms import derive
+
+    def shard(a: int, b: int) -> Path:
+        v = grid_variables(n=b - a)
+        v["sample_index"] = Variable(("sample",), np.arange(a, b, dtype=np.int64))
+        del v["split"]
+        attrs = provenance_attrs("unit-test", {"s": 9}, seed=3)
+        attrs["history"] = f"2000-01-01T00:00:00+00:00: make shard {a}:{b}"
+        return write_dataset(tmp_path / f"s{a}.nc", v, attrs)
+
+    src = merge_shards([shard(4, 10), shard(0, 4)], tmp_path / "src.nc")
+    hist = read_dataset(src).attrs["history"].splitlines()
+    # the shards' lines in sample order (each shard's writer line once), then the merge's line
+    made = [h for h in hist if "make shard" in h]
+    assert made == ["2000-01-01T00:00:00+00:00: make shard 0:4", "2000-01-01T00:00:00+00:00: make shard 4:10"]
+    assert hist[0] == made[0] and hist[-1].endswith(command_line()) and len(hist) in (4, 5)
+    out = derive(src, tmp_path / "d.nc", resolution=5, n_train=3, n_test=2, name="d")
+    ds = read_dataset(out)
+    np.testing.assert_array_equal(ds["sample"], [0, 1, 2, 8, 9])
+    np.testing.assert_array_equal(ds["sample_index"], ds["sample"])
+    derived = ds.attrs["history"].splitlines()
+    assert derived[:-1] == hist and derived[-1].endswith(command_line())
+    assert validate(out) == []
+
+
+def test_validate_requires_cf_attributes_in_the_current_format(dataset_file: Path) -> None:
+    import netCDF4
+
+    with netCDF4.Dataset(dataset_file, "a") as nc:
+        nc.delncattr("Conventions")
+        nc.delncattr("history")
+        nc.variables["sample_index"][0] = 7
+    problems = validate(dataset_file)
+    assert "missing global attribute(s) ['Conventions', 'history'] (CF; required by opflow-dataset/2)" in problems
+    assert "'sample' and 'sample_index' differ; they must hold the same global indices" in problems
+
+
+def _format1_file(path: Path) -> Path:
+    """A file as opflow wrote it before format 2: no CF attributes, no 'sample' coordinate."""
+    import netCDF4
+
+    with netCDF4.Dataset(path, "w") as nc:
+        nc.createDimension("sample", 3)
+        nc.createDimension("x", 4)
+        nc.createVariable("sample_index", "i8", ("sample",))[:] = np.arange(3)
+        u = nc.createVariable("u", "f8", ("sample", "x"), zlib=True, chunksizes=(1, 4))
+        u.setncatts({"units": "1", "long_name": "u", "role": "output"})
+        u[:] = np.ones((3, 4))
+        nc.setncatts({k: v for k, v in provenance_attrs("unit-test", {}, 0).items() if k != "title"})
+        nc.opflow_format = "opflow-dataset/1"
+    return path
+
+
+def test_format_1_files_are_read_and_pass_validate_with_a_warning(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from opflow.cli import main
+    from opflow.data.format import check_file
+
+    old = _format1_file(tmp_path / "old.nc")
+    np.testing.assert_array_equal(read_dataset(old)["u"], np.ones((3, 4)))
+    report = check_file(old)
+    assert report.problems == []
+    assert len(report.warnings) == 1 and "older than 'opflow-dataset/2'" in report.warnings[0]
+    assert main(["validate", str(old)]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[0].startswith(f"{old}: warning: format 'opflow-dataset/1'") and out[1] == f"{old}: ok"
+    import netCDF4
+
+    with netCDF4.Dataset(old, "a") as nc:
+        nc.opflow_format = "opflow-dataset/99"
+    with pytest.raises(DatasetError, match=r"format 'opflow-dataset/99', this opflow reads \['opflow-dataset/1', 'opflow-dataset/2'\]"):
+        read_dataset(old)

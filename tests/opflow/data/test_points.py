@@ -13,7 +13,7 @@ from opflow.data.format import Variable, split_variable, write_dataset
 from opflow.data.points import PointDataset
 from opflow.data.provenance import provenance_attrs
 from opflow.data.torch_data import collate, output_mask
-from opflow.data.views import make_dataset
+from opflow.data.views import get_kind, kind_of, make_dataset
 
 
 def _series_file(path: Path, n: int = 6, m: int = 11, per_sample: bool = False, split: bool = True) -> Path:
@@ -40,7 +40,7 @@ def _series_file(path: Path, n: int = 6, m: int = 11, per_sample: bool = False, 
 def test_series_points_inputs_and_globals(tmp_path: Path) -> None:
     f = _series_file(tmp_path / "s.nc")
     ds = make_dataset(f, "train", None, "auto")
-    assert isinstance(ds, PointDataset) and ds.kind == "series"
+    assert isinstance(ds, PointDataset) and ds.kind == "series" and kind_of(ds) is get_kind("series")
     assert ds.global_names == ("y0", "z0") and ds.task.inputs == ("x", "y0", "z0")
     assert (ds.coord_dim, ds.in_channels, ds.out_channels, ds.global_channels) == (1, 1, 2, 2) and ds.grid_shape == (11,)
     item = ds[2]
@@ -100,6 +100,7 @@ def test_ragged_mesh_round_trip_through_padding(tmp_path: Path) -> None:
     f, raw = _mesh_file(tmp_path / "m.nc", counts)
     ds = make_dataset(f, "train", {"inputs": [], "outputs": ["stress"]}, "auto")
     assert ds.kind == "mesh" and ds.coord_names == ("node_x", "node_y") and ds.in_channels == 0
+    assert kind_of(ds) is get_kind("mesh")
     assert ds.counts.tolist() == [5, 9, 7] and ds.point_mask().sum(1).tolist() == [5, 9, 7]
     for i in range(3):  # items are cut to their counts: no padding junk
         item = ds[i]

@@ -15,7 +15,7 @@ from opflow.data.provenance import provenance_attrs
 from opflow.data.torch_data import collate
 from opflow.data.trajectory import OneStepDataset, RolloutDataset, WindowDataset, rollout
 from opflow.data.view_spec import parse_view
-from opflow.data.views import make_dataset
+from opflow.data.views import get_kind, kind_of, make_dataset
 
 S, T, NX, NY = 5, 8, 4, 3  # 3 train + 2 test trajectories of 8 frames on a 4 x 3 periodic grid
 
@@ -138,10 +138,16 @@ def test_views_are_checked_and_trajectories_need_one(traj: Path) -> None:
     assert isinstance(make_dataset(traj, "train", None, {"kind": "window", "history": 2}), WindowDataset)
     assert isinstance(make_dataset(traj, "test", None, {"kind": "window", "history": 2}, purpose="rollout"), RolloutDataset)
     assert isinstance(make_dataset(traj, "test", None, "one_step"), OneStepDataset)
+    # the kind that built each dataset (what the evaluator asks for statistics and plots)
+    assert kind_of(make_dataset(traj, "test", None, {"kind": "window", "history": 2}, purpose="rollout")) is get_kind("window")
+    assert kind_of(RolloutDataset(traj, "test", None, {"kind": "window", "history": 2})) is get_kind("window")
+    assert kind_of(make_dataset(traj, "test", None, "one_step")) is get_kind("one_step")
+    with pytest.raises(ValueError, match="purpose must be one of"):
+        make_dataset(traj, "test", None, {"kind": "window", "history": 2}, purpose="evaluate")
     for bad, msg in [
         ({"kind": "windows"}, r"kind: 'windows' is not one of"),
         ({"kind": "one_step", "history": 3}, r"\['history'\] do not belong to view kind 'one_step'"),
-        ({"kind": "window", "history": 0}, r"history: expected an integer >= 1"),
+        ({"kind": "window", "history": 0}, r"view\.history: 0 must be >= 1"),
         ({"kind": "window", "history": 5, "frames": [1, 5]}, r"too few for history 5"),
         ({"kind": "one_step", "input_frame": 1, "output_frame": 1}, r"must differ"),
     ]:

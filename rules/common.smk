@@ -1,0 +1,133 @@
+# Shared helpers of the rules: the checked config, output paths, shard ranges, run configs, target
+# explanations. Loaded first by the Snakefile; no rules here.
+
+import json
+import re
+import shlex
+import sys
+from pathlib import Path
+
+sys.path.insert(0, workflow.basedir)
+from opflow.data.errors import ConfigError  # noqa: E402
+from solvers.config import check_config, dataset_resolution, source_info  # noqa: E402
+
+try:
+    WF = check_config(config)  # the typed tree; one clear line instead of a traceback, before any job
+except ConfigError as e:
+    sys.exit(f"opflow: config error at {e}")
+
+from opflow.config import resolve_run  # noqa: E402
+
+PY = shlex.quote(sys.executable)
+_VENV_MPIEXEC = Path(sys.executable).parent / "mpiexec"
+MPIEXEC = shlex.quote(str(_VENV_MPIEXEC)) if _VENV_MPIEXEC.exists() else "mpiexec"
+ROOT = WF.root
+
+
+def out(path):
+    """Path of an output under this profile's root."""
+    return path if ROOT in ("", ".") else f"{ROOT}/{path}"
+
+
+def alternatives(names):
+    """Regex matching exactly one of ``names`` (longest first), for unambiguous wildcards."""
+    names = sorted(names, key=len, reverse=True)
+    return "|".join(names) if names else "(?!)"
+
+
+# --------------------------------------------------------------------------- data
+
+
+def shard_ranges(source):
+    src = WF.sources[source]
+    return [(a, min(a + src.shard_size, src.n_samples)) for a in range(0, src.n_samples, src.shard_size)]
+
+
+def shard_files(wildcards):
+    return [out(f"data/sources/{wildcards.source}/shard-{a}-{b}.nc") for a, b in shard_ranges(wildcards.source)]
+
+
+def shard_spec(wildcards):
+    """The solver's resolved parameters (defaults filled in): spelling out a default reruns nothing."""
+    return shlex.quote(json.dumps(source_info(WF, wildcards.source).params, sort_keys=True))
+
+
+def shard_launcher(wildcards):
+    ranks = WF.sources[wildcards.source].mpi_ranks
+    return f"{MPIEXEC} -n {ranks} {PY}" if ranks > 1 else PY
+
+
+def source_file(source):
+    return out(f"data/sources/{source}.nc")
+
+
+def dataset_file(dataset, res=None):
+    """The file of ``dataset`` at grid resolution ``res`` (its training resolution by default)."""
+    res = res if res is not None else dataset_resolution(WF, dataset)
+    return out(f"data/{dataset}/r{res}.nc") if res is not None else out(f"data/{dataset}/all.nc")
+
+
+def derive_input(wildcards):
+    """The dataset's source file, once the asked grid is known to be derivable (checked while the
+    DAG is built, so a bad resolution stops before any generation)."""
+    ds = WF.dataset(wildcards.dataset)
+    info = source_info(WF, ds.source)
+    where = out(f"data/{wildcards.dataset}/{wildcards.grid}.nc")
+    if wildcards.grid == "all":
+        if info.grid is not None:
+            raise ValueError(f"{where}: source {ds.source!r} is a grid; ask for data/{wildcards.dataset}/r<res>.nc with res in {info.resolutions()}")
+    elif info.grid is None:
+        raise ValueError(f"{where}: source {ds.source!r} has no grid to subsample; ask for data/{wildcards.dataset}/all.nc")
+    elif int(wildcards.grid[1:]) not in info.resolutions():
+        raise ValueError(
+            f"{where}: {wildcards.grid[1:]} is not a strided subsample of the {info.grid}-point grid of source {ds.source!r}; "
+            f"valid resolutions: {info.resolutions()}"
+        )
+    return source_file(ds.source)
+
+
+def derive_resolution(wildcards):
+    return "" if wildcards.grid == "all" else f"--resolution {wildcards.grid[1:]}"
+
+
+# --------------------------------------------------------------------------- training and evaluation
+
+
+def run_config(dataset, model):
+    return resolve_run(WF, dataset, model, dataset_file(dataset))
+
+
+def train_launcher(dataset, model):
+    n = WF.train_config(dataset, model).nproc
+    if n == 1:
+        return f"{PY} -m opflow.cli"
+    return f"{PY} -m torch.distributed.run --standalone --nproc_per_node {n} --module opflow.cli"
+
+
+def zero_shot_files(dataset):
+    return [dataset_file(dataset, r) for r in WF.dataset(dataset).zero_shot]
+
+
+def eval_set_files(dataset):
+    """{name: file} of the dataset's extra evaluation sets (a dataset's file or a source's file)."""
+    return {name: (dataset_file(target) if kind == "dataset" else source_file(target)) for name, (kind, target) in WF.eval_sets(dataset).items()}
+
+
+# --------------------------------------------------------------------------- targets that do not exist
+
+
+def explain_target(path):
+    """Raise a message listing what can be asked for (used by rules/targets.smk)."""
+    root = "." if ROOT in ("", ".") else ROOT
+    if root != "." and not path.startswith(f"{root}/"):
+        raise ValueError(f"{path}: this profile writes everything under its root {root!r}; did you mean {out(path)}?")
+    parts = Path(path).parts[-3:]
+    if len(parts) == 3 and parts[0] == "data" and parts[1] in WF.datasets and re.fullmatch(r"r\d+|all", parts[2].removesuffix(".nc")):  # a configured dataset at a grid it cannot have
+        from types import SimpleNamespace
+
+        derive_input(SimpleNamespace(dataset=parts[1], grid=parts[2].removesuffix(".nc")))
+    hint = f"this profile writes under root {root!r}: results are {out('results/<dataset>_<model>.json')}"
+    raise ValueError(
+        f"{path} is not a target of this workflow; {hint} with dataset one of {sorted(WF.datasets)} and model one of "
+        f"{sorted(WF.models)}; data are {out('data/<dataset>/r<res>.nc')}; `snakemake` alone builds the profile's targets {WF.targets}"
+    )
