@@ -59,7 +59,7 @@ from pydantic import ConfigDict, Field, model_validator
 
 from opflow.data.errors import ConfigError
 from opflow.data.provenance import params_hash
-from opflow.data.view_spec import DROP_TAGS, AutoView, View, ViewConfig, parse_view
+from opflow.data.view_spec import AutoView, View, ViewConfig, parse_view
 from opflow.schema import Bool, Device, Float, NonNegFloat, NonNegInt, PosFloat, PosInt, Str, StrictModel, literal_values, validate
 
 #: training losses (:func:`opflow.metrics.training_loss`)
@@ -278,8 +278,6 @@ class ModelEntry(StrictModel):
 
 class WorkflowConfig(StrictModel):
     """The whole workflow config (config/default.yaml deep-merged with any --configfile)."""
-
-    _drop_tags: ClassVar[dict[str, set[str]]] = DROP_TAGS
 
     root: Str = "."
     #: what `snakemake` with no target builds (rule all), paths relative to root

@@ -147,9 +147,6 @@ def problem(err: Mapping[str, Any]) -> str:
     if kind == "literal_error":
         expected = ctx.get("expected", "").replace(" or ", ", ")
         return f"{value!r} is not one of [{expected}]"
-    if kind == "union_tag_invalid":
-        expected = ctx.get("expected_tags", "").replace(" or ", ", ")
-        return f"{ctx.get('tag')!r} is not one of [{expected}]"
     if kind in _TYPE_NAMES:
         return f"{value!r} is not of type {_TYPE_NAMES[kind]}"
     if kind in ("dict_type", "model_type", "dataclass_type", "model_attributes_type"):
@@ -171,25 +168,12 @@ def problem(err: Mapping[str, Any]) -> str:
     return str(err["msg"])
 
 
-def format_error(e: ValidationError, where: str = "", drop: Mapping[str, set[str]] | None = None) -> str:
-    """One line for the first error of ``e``: ``<where>.<loc>: <problem>``.
-
-    ``drop`` maps a key name (``""`` for the start) to union tags that pydantic inserts after it
-    in locations (a view's kind, say) and that the user never wrote.
-    """
+def format_error(e: ValidationError, where: str = "") -> str:
+    """One line for the first error of ``e``: ``<where>.<loc>: <problem>``."""
     err = e.errors(include_url=False)[0]
     loc = list(err["loc"])
-    drop = drop or {}
-
-    def tag(i: int, p: Any) -> bool:
-        after = "" if i == 0 else loc[i - 1]  # "" stands for the start of the location
-        return isinstance(after, str) and p in drop.get(after, ())
-
-    loc = [p for i, p in enumerate(loc) if not tag(i, p)]
     if err["type"] == "missing" and loc:
         return f"{_dotted(where, tuple(loc[:-1]))}: missing required key {loc[-1]!r}"
-    if err["type"] == "union_tag_invalid":
-        loc.append("kind")
     return f"{_dotted(where, tuple(loc))}: {problem(err)}"
 
 
@@ -203,7 +187,7 @@ def validate(cls: type[M], values: Any, where: str = "") -> M:
     try:
         return cls.model_validate(values)
     except ValidationError as e:
-        raise ConfigError(format_error(e, where, getattr(cls, "_drop_tags", None))) from None
+        raise ConfigError(format_error(e, where)) from None
 
 
 # --------------------------------------------------------------------------- solver Params dataclasses

@@ -24,7 +24,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Annotated, Any, Literal
 
-from pydantic import Discriminator, Tag, TypeAdapter, ValidationError, model_validator
+from pydantic import BeforeValidator, SerializeAsAny, TypeAdapter, ValidationError, create_model, model_validator
 from pydantic_core import PydanticCustomError
 
 from opflow.schema import FrameRange, NonNegInt, PosInt, StrictModel, format_error
@@ -114,42 +114,40 @@ class OneStepView(View):
         return self
 
 
-_KINDS: dict[str, type[View]] = {
-    "auto": AutoView,
-    "grid": GridView,
-    "series": SeriesView,
-    "mesh": MeshView,
-    "window": WindowView,
-    "one_step": OneStepView,
-}
-VIEW_KINDS = tuple(_KINDS)
+_SPECS: dict[str, type[View]] = {}
 
 
-def _kind_of(value: Any) -> str | None:
-    if isinstance(value, View):
-        return value.kind
-    if isinstance(value, Mapping):
-        return value.get("kind", "auto")
-    return None
+def register_spec(model: type[View]) -> type[View]:
+    """Make ``model`` (a :class:`View` subclass whose ``kind`` field defaults to its name) the
+    specification of that kind: the workflow config and :func:`parse_view` then accept it.
+    A view kind registered with :func:`opflow.data.views.register` registers its ``spec`` here."""
+    kind = model.model_fields["kind"].default
+    if not isinstance(kind, str) or not kind:
+        raise TypeError(f"{model.__name__}: the 'kind' field needs a default (the kind's name)")
+    _SPECS[kind] = model
+    return model
 
 
-#: the config type of ``datasets.<name>.view``: one model per kind, chosen by ``kind``
-ViewConfig = Annotated[
-    Annotated[AutoView, Tag("auto")]
-    | Annotated[GridView, Tag("grid")]
-    | Annotated[SeriesView, Tag("series")]
-    | Annotated[MeshView, Tag("mesh")]
-    | Annotated[WindowView, Tag("window")]
-    | Annotated[OneStepView, Tag("one_step")],
-    Discriminator(_kind_of),
-]
-_ADAPTER: TypeAdapter[View] = TypeAdapter(ViewConfig)
-#: union tags pydantic puts into error locations after a ``view`` key
-DROP_TAGS = {"view": set(VIEW_KINDS)}
+def unregister_spec(kind: str) -> None:
+    _SPECS.pop(kind, None)
 
 
-def parse_view(value: Mapping[str, Any] | str | View | None, where: str = "view") -> View:
-    """Check a view config (a mapping with ``kind`` and its parameters, or just the kind's name)."""
+def spec_of(kind: str) -> type[View] | None:
+    return _SPECS.get(kind)
+
+
+def view_kinds() -> tuple[str, ...]:
+    """The kinds the config accepts, built-in first."""
+    return tuple(_SPECS)
+
+
+for _m in (AutoView, GridView, SeriesView, MeshView, WindowView, OneStepView):
+    register_spec(_m)
+VIEW_KINDS = view_kinds()  # the built-in kinds
+
+
+def _validate(value: Any) -> View:
+    """``None`` -> auto; a kind's name or a mapping with ``kind`` -> that kind's model."""
     if value is None:
         return AutoView()
     if isinstance(value, View):
@@ -157,11 +155,21 @@ def parse_view(value: Mapping[str, Any] | str | View | None, where: str = "view"
     if isinstance(value, str):
         value = {"kind": value}
     if not isinstance(value, Mapping):
-        raise ConfigError(f"{where}: expected a mapping with 'kind' (one of {list(VIEW_KINDS)}) and its parameters")
+        raise PydanticCustomError("view", "expected a mapping with 'kind' (one of {kinds}) and its parameters", {"kinds": str(list(_SPECS))})
+    kind = value.get("kind", "auto")
+    if kind not in _SPECS:  # a one-field model, so that the error sits at .kind with the allowed values
+        create_model("ViewKind", kind=(Literal[tuple(_SPECS)], ...)).model_validate({"kind": kind})
+    return _SPECS[kind].model_validate(value)
+
+
+#: the config type of ``datasets.<name>.view``: the registered model of the ``kind`` asked for
+ViewConfig = Annotated[SerializeAsAny[View], BeforeValidator(_validate)]
+def parse_view(value: Mapping[str, Any] | str | View | None, where: str = "view") -> View:
+    """Check a view config (a mapping with ``kind`` and its parameters, or just the kind's name)."""
     try:
-        return _ADAPTER.validate_python(value)
+        return TypeAdapter(ViewConfig).validate_python(value)
     except ValidationError as e:
-        raise ConfigError(format_error(e, where, {"": set(VIEW_KINDS), **DROP_TAGS})) from None
+        raise ConfigError(format_error(e, where)) from None
 
 
-__all__ = ["DROP_TAGS", "VIEW_KINDS", "View", "ViewConfig", "parse_view"]
+__all__ = ["VIEW_KINDS", "View", "ViewConfig", "parse_view", "register_spec", "spec_of", "unregister_spec", "view_kinds"]

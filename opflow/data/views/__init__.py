@@ -51,16 +51,15 @@ Adding a view kind
 
 1. One module (here, or anywhere) with a subclass of :class:`ViewKind`: set ``name`` and implement
    ``dataset``; override ``collate``, ``metrics``, ``plot`` where the defaults (plain batches, no
-   extra statistics, input / truth / prediction / error panels) do not fit, and ``parse`` when the
-   kind takes parameters the built-in specification does not know (it returns an object with
-   ``kind`` and ``to_dict()``). The dataset is easiest as an
+   extra statistics, input / truth / prediction / error panels) do not fit, and ``spec`` (a
+   :class:`~opflow.data.view_spec.View` subclass) when the kind takes parameters of its own. The dataset is easiest as an
    :class:`opflow.data.torch_data.ArrayDataset` (the base's docstring lists what is used).
 2. One registration line: ``register(MyKind())``. The built-in kinds are registered at the end of
    this file; another module registers its kind when it is imported.
 
-:func:`make_dataset` and :func:`parse_view` of this package then accept ``{kind: <name>, ...}``.
-The workflow config is checked by :func:`opflow.data.view_spec.parse_view`, which knows the
-built-in kinds only: a kind meant for ``datasets.<name>.view`` needs its specification there too.
+:func:`make_dataset`, :func:`parse_view` and the workflow config (``datasets.<name>.view``) then
+accept ``{kind: <name>, ...}``: registering the kind registers its spec with
+:func:`opflow.data.view_spec.register_spec`, the one place view parameters are checked.
 
 Imports: kinds import :mod:`.base` and, inside their methods, their dataset modules; nothing of
 :mod:`opflow.data` imports this package back (``tests/opflow/data/test_view_kinds.py`` checks the
@@ -74,41 +73,13 @@ import os
 from collections.abc import Mapping
 from typing import Any
 
-from ..errors import ConfigError
-from ..view_spec import View
-from ..view_spec import parse_view as _spec_parse_view
+from ..view_spec import View, parse_view
 from .auto import infer_view_kind
 from .base import PURPOSES, ViewKind
 from .grid import GridKind
 from .points import MeshKind, SeriesKind
-from .registry import AUTO, find_kind, get_kind, kind_of, register, registered_kinds, unregister
+from .registry import AUTO, get_kind, kind_of, register, registered_kinds, unregister
 from .trajectory import OneStepKind, WindowKind
-
-
-def _kind_name(value: Any) -> Any:
-    """The ``kind`` a view config asks for, before any check (``auto`` when absent)."""
-    if value is None:
-        return AUTO
-    if isinstance(value, str):
-        return value
-    if isinstance(value, Mapping):
-        return value.get("kind", AUTO)
-    return getattr(value, "kind", None)
-
-
-def parse_view(value: Any, where: str = "view") -> Any:
-    """Check a view config against the registered kinds (a mapping with ``kind`` and its parameters,
-    or the kind's name); the kind's :meth:`ViewKind.parse` checks the parameters.
-
-    Built-in kinds give what :func:`opflow.data.view_spec.parse_view` gives.
-    """
-    name = _kind_name(value)
-    kind = find_kind(name)
-    if kind is not None:
-        return kind.parse(value, where)
-    if isinstance(name, str) and name != AUTO:
-        raise ConfigError(f"{where}.kind: {name!r} is not one of {[AUTO, *registered_kinds()]}")
-    return _spec_parse_view(value, where)  # auto, or no kind at all (its own messages)
 
 
 def make_dataset(
@@ -133,7 +104,7 @@ def make_dataset(
         name = infer_view_kind(path, task)
     kind = get_kind(name)
     if spec.kind != name:
-        spec = kind.parse(name)
+        spec = parse_view(name)
     ds = kind.dataset(path, split, task, spec, purpose)
     try:
         ds.view_impl = kind

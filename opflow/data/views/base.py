@@ -4,7 +4,7 @@ A :class:`ViewKind` turns a dataset file into a torch dataset (:meth:`ViewKind.d
 its items (:meth:`ViewKind.collate`), adds its own statistics to the results JSON
 (:meth:`ViewKind.metrics`) and draws the results PNG (:meth:`ViewKind.plot`). Only
 :meth:`~ViewKind.dataset` is abstract; the defaults are those of the plain operator-learning views
-(``grid``, ``series``, ``mesh``, ``one_step``): the view specification of
+(``grid``, ``series``, ``mesh``, ``one_step``): the built-in specification of
 :mod:`opflow.data.view_spec`, :func:`opflow.data.torch_data.collate`, no extra statistics, and
 input / truth / prediction / error panels (:func:`opflow.plots.plot_predictions`).
 
@@ -19,7 +19,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from ..view_spec import parse_view
+from ..view_spec import View, spec_of
 
 if TYPE_CHECKING:
     import numpy as np
@@ -46,15 +46,17 @@ class ViewKind(ABC):
     #: the kind's name: the value of ``view.kind`` in the workflow config (a Python identifier)
     name: str = ""
 
-    def parse(self, value: Any, where: str = "view") -> Any:
-        """The checked view specification of ``value`` (a mapping with ``kind``, or the kind's name).
-
-        The result needs ``kind`` (this kind's name) and ``to_dict()`` (what the run config records).
-        The default is :func:`opflow.data.view_spec.parse_view`, which knows the built-in kinds; a
-        kind with parameters of its own overrides it and raises
-        :class:`~opflow.data.errors.ConfigError` naming ``where`` on bad values.
-        """
-        return parse_view(value, where)
+    @property
+    def spec(self) -> type[View]:
+        """The kind's specification model (:mod:`opflow.data.view_spec`): its parameters, their
+        types, defaults and checks. The default is the built-in model of :attr:`name`; a kind with
+        parameters of its own sets a :class:`~opflow.data.view_spec.View` subclass, whose ``kind``
+        field defaults to the kind's name. Registering the kind registers its spec, so the workflow
+        config accepts ``view: {kind: <name>, ...}`` once the kind's module is imported."""
+        model = spec_of(self.name)
+        if model is None:
+            raise TypeError(f"view kind {self.name!r} has no specification; set {type(self).__name__}.spec to a View subclass")
+        return model
 
     @abstractmethod
     def dataset(
@@ -68,7 +70,7 @@ class ViewKind(ABC):
         """The torch dataset of ``split`` of ``path`` (``None``: every sample) under ``view``.
 
         ``task`` is a :class:`~opflow.data.torch_data.Task`, a mapping with ``inputs`` /
-        ``outputs`` or None (the file's roles); ``view`` is what :meth:`parse` returned;
+        ``outputs`` or None (the file's roles); ``view`` is an instance of :attr:`spec`;
         ``purpose`` is one of :data:`PURPOSES` (``"rollout"``: the items a model is evaluated on).
         """
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from ..view_spec import VIEW_KINDS, register_spec, unregister_spec
 from .base import ViewKind
 
 #: the kind that is no kind of its own: resolved from the file (:func:`opflow.data.views.auto.infer_view_kind`)
@@ -30,6 +31,10 @@ def register(kind: ViewKind, *, replace: bool = False) -> ViewKind:
         raise ValueError(f"{AUTO!r} is not a kind of its own: it picks one from the file")
     if name in _KINDS and not replace and _KINDS[name] is not kind:
         raise ValueError(f"view kind {name!r} is already registered ({type(_KINDS[name]).__qualname__}); pass replace=True to replace it")
+    spec = kind.spec
+    if spec.model_fields["kind"].default != name:
+        raise ValueError(f"view kind {name!r}: its spec {spec.__name__} has kind {spec.model_fields['kind'].default!r}")
+    register_spec(spec)
     _KINDS[name] = kind
     return kind
 
@@ -37,9 +42,12 @@ def register(kind: ViewKind, *, replace: bool = False) -> ViewKind:
 def unregister(name: str) -> ViewKind:
     """Remove the kind ``name`` from the registry (tests); returns it."""
     try:
-        return _KINDS.pop(name)
+        kind = _KINDS.pop(name)
     except KeyError:
         raise KeyError(f"view kind {name!r} is not registered; registered: {list(_KINDS)}") from None
+    if name not in VIEW_KINDS:  # a built-in specification stays
+        unregister_spec(name)
+    return kind
 
 
 def registered_kinds() -> tuple[str, ...]:

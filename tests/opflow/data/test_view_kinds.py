@@ -7,9 +7,8 @@ import json
 import subprocess
 import sys
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 import pytest
@@ -20,7 +19,10 @@ from opflow.data import views
 from opflow.data.errors import ConfigError
 from opflow.data.points import PointDataset
 from opflow.data.torch_data import ArrayDataset, GridDataset, collate, make_loader
+from opflow.data.view_spec import View
 from opflow.data.views import ViewKind, get_kind, kind_of, make_dataset, parse_view, register, registered_kinds, unregister
+
+from opflow.schema import PosInt
 
 from learning_helpers import grid_dataset
 
@@ -168,15 +170,11 @@ def test_purpose_is_checked_where_it_matters(tmp_path: Path) -> None:
 TOY = "_toy_stride"
 
 
-@dataclass(frozen=True)
-class StrideView:
+class StrideView(View):
     """The toy kind's specification: its own parameter ``stride``."""
 
-    kind: str
-    stride: int = 2
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"kind": self.kind, "stride": self.stride}
+    kind: Literal["_toy_stride"] = "_toy_stride"
+    stride: PosInt = 2
 
 
 class StridedDataset(ArrayDataset):
@@ -199,14 +197,7 @@ class StrideKind(ViewKind):
     def __init__(self) -> None:
         self.plotted: list[dict[str, Any]] = []
 
-    def parse(self, value: Any, where: str = "view") -> StrideView:
-        value = {"kind": value} if isinstance(value, str) else dict(value)
-        if set(value) - {"kind", "stride"}:
-            raise ConfigError(f"{where}: view kind {TOY!r} takes only 'stride'")
-        stride = value.get("stride", 2)
-        if not isinstance(stride, int) or stride < 1:
-            raise ConfigError(f"{where}.stride: expected an integer >= 1, got {stride!r}")
-        return StrideView(self.name, stride)
+    spec = StrideView  # its parameters: registered with the kind
 
     def dataset(self, path: Any, split: str | None, task: Any, view: StrideView, purpose: str = "train") -> StridedDataset:
         return StridedDataset(path, split, task, view.stride)
@@ -239,9 +230,9 @@ def test_a_kind_registered_from_a_test_module_works_through_make_dataset(toy: St
     assert ds.inputs.shape == (6, 22, 1) and ds.grid_shape is None  # ceil(64 / 3) points
     torch.testing.assert_close(ds[4]["target"], grid[4]["target"][::3])
     assert make_dataset(grid_file, "test", None, TOY).inputs.shape == (3, 32, 1)  # the kind's default stride 2
-    # its parameters are its own, checked by its parse (through the registry-aware parse_view too)
-    assert parse_view({"kind": TOY, "stride": 4}) == StrideView(TOY, 4)
-    with pytest.raises(ConfigError, match=r"view.stride: expected an integer >= 1, got 0"):
+    # its parameters are its own, checked by its spec (registered with the kind: parse_view and the config know it)
+    assert parse_view({"kind": TOY, "stride": 4}) == StrideView(stride=4)
+    with pytest.raises(ConfigError, match=r"view\.stride: 0 must be >= 1"):
         make_dataset(grid_file, "train", None, {"kind": TOY, "stride": 0})
     with pytest.raises(ConfigError, match=rf"'gird' is not one of \[.*'one_step', '{TOY}'\]"):
         parse_view("gird")
@@ -281,3 +272,13 @@ def test_builtin_kinds_of_point_datasets(tmp_path: Path) -> None:
     assert isinstance(ds, PointDataset) and kind_of(ds) is get_kind("series")
     assert kind_of(PointDataset(f, "train", kind="series")).name == "series"
     assert views.infer_view_kind(f) == "series"
+
+
+def test_a_registered_kind_is_accepted_by_the_workflow_config(toy: StrideKind) -> None:
+    from opflow.config import parse_workflow
+
+    ds = {"source": "s", "train": 1, "test": 1}
+    wf = parse_workflow({"datasets": {"d": {**ds, "view": {"kind": TOY, "stride": 3}}}})
+    assert wf.datasets["d"].view == StrideView(stride=3)
+    with pytest.raises(ConfigError, match=r"datasets\.d\.view\.stride: 0 must be >= 1"):
+        parse_workflow({"datasets": {"d": {**ds, "view": {"kind": TOY, "stride": 0}}}})
