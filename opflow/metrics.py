@@ -39,6 +39,8 @@ from typing import Any
 import numpy as np
 import torch
 
+from opflow.config import LOSSES
+
 
 def _weights(true: torch.Tensor, mask: torch.Tensor | None) -> torch.Tensor | None:
     if mask is None:
@@ -158,7 +160,7 @@ def training_loss(
     coords: torch.Tensor | None = None,
     grid_shape: Sequence[int] | None = None,
 ) -> torch.Tensor:
-    """The configured loss (``rel_l2``, ``rel_h1`` or ``mse``) of a batch, a scalar."""
+    """The configured loss (one of :data:`opflow.config.LOSSES`) of a batch, a scalar."""
     if name == "rel_l2":
         return rel_l2_loss(pred, true, mask)
     if name == "mse":
@@ -167,7 +169,7 @@ def training_loss(
         if coords is None or grid_shape is None:
             raise ValueError("loss rel_h1 needs grid data (coords and grid_shape); use rel_l2 for point clouds and meshes")
         return rel_h1_loss(pred, true, coords, grid_shape, mask)
-    raise ValueError(f"unknown loss {name!r}; use rel_l2, rel_h1 or mse")
+    raise ValueError(f"unknown loss {name!r}; use one of {list(LOSSES)}")
 
 
 def summary(values: Any) -> dict[str, float]:

@@ -65,7 +65,9 @@ def test_results_json_has_every_field_with_sane_values(trained: dict, result: di
     m = result["metrics"]
     assert 0 <= m["rel_l2_median"] <= m["rel_l2_max"] and m["rel_l2_std"] >= 0 and m["rel_l2_mean"] <= m["rel_l2_max"]
     assert m["per_channel"]["sol"]["mean"] == pytest.approx(m["rel_l2_mean"])  # one channel
-    assert m["rel_l2_mean"] < 0.5  # it learned something
+    # measured 0.324: a pointwise MLP learns u ~ a but cannot represent the smoothing part of u;
+    # predicting the training mean gives ~1, a broken decoder or normaliser far more
+    assert 0.2 < m["rel_l2_mean"] < 0.4
 
 
 def test_errors_are_in_physical_units(trained: dict, result: dict) -> None:
@@ -90,7 +92,8 @@ def test_zero_shot_at_the_fine_resolution(trained: dict, result: dict) -> None:
     assert list(zs) == ["31"]
     z = zs["31"]
     assert z["n_samples"] == 4 and z["file"] == str(trained["fine"]) and np.isfinite(z["rel_l2_mean"])
-    assert z["rel_l2_mean"] < 1.0
+    # the same smooth test fields on a finer grid: a pointwise model errs alike (measured 0.310 vs 0.324)
+    assert z["rel_l2_mean"] == pytest.approx(result["metrics"]["rel_l2_mean"], rel=0.15)
     assert result["data_files"][str(trained["fine"])]["grid_shape"] == [31, 31]
 
 

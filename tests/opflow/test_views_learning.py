@@ -154,7 +154,7 @@ def test_series_are_evaluated_on_every_extra_set(series: dict, tmp_path: Path) -
     err = (torch.linalg.vector_norm(pred - b["target"], dim=(1, 2)) / torch.linalg.vector_norm(b["target"], dim=(1, 2))).numpy()
     assert fine["rel_l2_median"] == pytest.approx(np.median(err), rel=1e-5)
     assert fine["rel_l2_max"] == pytest.approx(err.max(), rel=1e-5)
-    assert r["metrics"]["rel_l2_mean"] < 0.5  # it learned something
+    assert r["metrics"]["rel_l2_mean"] < 0.3  # it learned something: measured 0.226 (the training mean gives ~1)
     assert (tmp_path / "r.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     on_disk = json.loads((tmp_path / "r.json").read_text())
     assert on_disk["eval_sets"]["dt0.05"]["rel_l2_max"] == pytest.approx(fine["rel_l2_max"])

@@ -47,12 +47,12 @@ def test_results_json_reports_test_and_zero_shot_errors(tiny_run) -> None:
     work, _ = tiny_run
     r = json.loads((work / "out/results/darcy43_ono.json").read_text())
     assert r["dataset"] == "darcy43" and r["model"] == "ono"
-    # 2 epochs of a 1-layer ONO on 16 samples: measured 0.25-0.35; predicting zero gives 1, a broken
-    # normaliser or decoder gives > 1
-    assert 0.1 < r["metrics"]["rel_l2_mean"] < 0.6
+    # 2 epochs (8 steps) of a 1-layer ONO on 16 samples: measured 0.564; predicting zero gives 1, a
+    # broken normaliser or decoder more
+    assert 0.35 < r["metrics"]["rel_l2_mean"] < 0.8
     assert set(r["zero_shot"]) == {"61", "85"}
     for res, v in r["zero_shot"].items():  # the same test samples, finer grids: close to the training error
-        assert v["rel_l2_mean"] == pytest.approx(r["metrics"]["rel_l2_mean"], rel=0.3), res
+        assert v["rel_l2_mean"] == pytest.approx(r["metrics"]["rel_l2_mean"], rel=0.1), res  # measured 0.554, 0.547
     assert (work / "out/results/darcy43_ono.png").stat().st_size > 10_000
     assert (work / "out/models/darcy43_ono/model.pt").exists()
     assert not (work / "out/models/darcy43_ono/checkpoint.pt").exists()

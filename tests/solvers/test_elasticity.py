@@ -256,7 +256,7 @@ def test_cell_solution_is_consistent(hyper_quad, cell) -> None:
     assert sol.qweights.sum() == pytest.approx(cell.cell_areas().sum(), rel=1e-10)
     assert sol.stress_nodes.min() >= 0 and sol.stress_qpoints.min() >= 0
     assert 0.8 < sol.stress_nodes.max() / sol.stress_qpoints.max() < 1.3
-    assert sol.newton_iterations == [2] * 10 or max(sol.newton_iterations) <= 3
+    assert sol.newton_iterations == [2] * 10  # quadratic convergence: one correction, one check, every load step
     assert sol.qpoints.shape == (108, 9, 2)
 
 
