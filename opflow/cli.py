@@ -256,6 +256,21 @@ def _run_config_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--data", help="training data file recorded in the run's paths")
 
 
+@command("schema", lambda p: p.add_argument("--out", help="write to this file instead of standard output"))
+def _schema(a: argparse.Namespace) -> int:
+    """The JSON schema of the workflow config, generated from the typed tree (for editors and docs)."""
+    from opflow.config import json_schema
+
+    text = json.dumps(json_schema(), indent=1, sort_keys=True) + "\n"
+    if a.out:
+        from opflow.atomic import atomic_write_text
+
+        atomic_write_text(a.out, text)
+    else:
+        sys.stdout.write(text)
+    return 0
+
+
 @command("run-config", _run_config_args)
 @_learning_command
 def _run_config(a: argparse.Namespace) -> int:

@@ -167,3 +167,9 @@ def test_every_positional_argument_has_help_text(capsys: pytest.CaptureFixture[s
         for a in positionals:
             assert a.help and len(a.help) > 10, (name, a.dest)
             assert f"{a.metavar or a.dest} {' '.join(a.help.split())}" in text, (name, a.dest, text)
+
+
+def test_schema_prints_the_json_schema_of_the_typed_config(capsys) -> None:
+    assert main(["schema"]) == 0
+    schema = json.loads(capsys.readouterr().out)
+    assert schema["title"] == "WorkflowConfig" and "TrainConfig" in schema["$defs"]
