@@ -140,8 +140,8 @@ def test_non_finite_field_values_are_rejected(tmp_path: Path) -> None:
     assert list(tmp_path.iterdir()) == []
 
 
-def test_killed_writer_leaves_no_finished_looking_file(tmp_path: Path) -> None:
-    out = tmp_path / "killed.nc"
+def kill_a_writer_midway(out: Path) -> None:
+    """Start writing ``out`` in another process and SIGKILL it after 10 of 1000 samples."""
     script = textwrap.dedent(
         f"""
         import time, numpy as np
@@ -159,6 +159,11 @@ def test_killed_writer_leaves_no_finished_looking_file(tmp_path: Path) -> None:
     assert proc.stdout.readline().strip() == "started"
     os.kill(proc.pid, signal.SIGKILL)
     proc.wait()
+
+
+def test_killed_writer_leaves_no_finished_looking_file(tmp_path: Path) -> None:
+    out = tmp_path / "killed.nc"
+    kill_a_writer_midway(out)
     assert not out.exists()
     leftovers = list(tmp_path.iterdir())
     assert all(p.name.startswith(".killed.nc.tmp-") for p in leftovers)
@@ -272,23 +277,7 @@ def _dead_pid() -> int:
 
 def test_rerun_after_a_kill_removes_the_stale_temporary(tmp_path: Path) -> None:
     out = tmp_path / "killed.nc"
-    script = textwrap.dedent(
-        f"""
-        import time, numpy as np
-        from opflow.data.format import DatasetWriter
-        spec = {{"u": (("sample", "x"), np.float64, {{"role": "output", "units": "1", "long_name": "u"}})}}
-        with DatasetWriter({str(out)!r}, {{"sample": 1000, "x": 64}}, spec, {{}}) as w:
-            for i in range(1000):
-                w.write("u", np.ones((1, 64)), i)
-                if i == 10:
-                    print("started", flush=True)
-                time.sleep(0.01)
-        """
-    )
-    proc = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True)
-    assert proc.stdout.readline().strip() == "started"
-    os.kill(proc.pid, signal.SIGKILL)
-    proc.wait()
+    kill_a_writer_midway(out)
     assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".killed.nc.tmp-")]
     write_dataset(out, grid_variables(), provenance_attrs("unit-test", {"s": 9}, seed=3))
     assert [p.name for p in tmp_path.iterdir()] == ["killed.nc"]
