@@ -160,17 +160,15 @@ def build_for_data(model_config: Mapping[str, Any], ds: ArrayDataset, where: str
     """Build the model for dataset ``ds``: ``(model, effective model config, build shape)``.
 
     Globals (module docstring): a model accepting them gets ``global_channels`` set from the data
-    when its constructor has that hyperparameter; otherwise they widen its input channels.
+    when it has that hyperparameter (its ``Hparams``); otherwise they widen its input channels.
     """
-    import inspect
-
     from opflow.models.base import build_model, model_class
 
     cfg = dict(model_config)
     cls = model_class(cfg["arch"])
     g = ds.global_channels
     takes = getattr(cls, "accepts_globals", False)
-    if takes and "global_channels" in inspect.signature(cls.__init__).parameters:
+    if takes and "global_channels" in cls.Hparams.model_fields:
         if "global_channels" in cfg and int(cfg["global_channels"]) != g:
             raise ConfigError(
                 f"{where}.global_channels: {cfg['global_channels']} but the data have {g} global input channel(s) "
