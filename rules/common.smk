@@ -32,7 +32,18 @@ def out(path):
 def alternatives(names):
     """Regex matching exactly one of ``names`` (longest first), for unambiguous wildcards."""
     names = sorted(names, key=len, reverse=True)
-    return "|".join(names) if names else "(?!)"
+    return "|".join(re.escape(n) for n in names) if names else "(?!)"
+
+
+def _under_root(pattern):
+    return pattern if ROOT in ("", ".") else f"{re.escape(ROOT)}/{pattern}"
+
+
+#: every path a rule of this workflow can make; rules/targets.smk explains the others
+VALID_RESULT = _under_root(rf"results/(?:{alternatives(WF.datasets)})_(?:{alternatives(WF.models)})\.json")
+VALID_DATA = _under_root(
+    rf"data/(?:sources/(?:{alternatives(WF.sources)})(?:/shard-\d+-\d+)?|(?:{alternatives(WF.datasets)})/(?:r\d+|all))\.nc"
+)
 
 
 # --------------------------------------------------------------------------- data

@@ -1,22 +1,20 @@
 # Targets that no rule can make: a results or data path whose dataset/model pair is not configured,
 # or one written without the profile's root (e.g. results/darcy_ono.json with config/quick.yaml).
 # Instead of Snakemake's bare MissingRuleException, these stop while the DAG is built with a
-# message listing the datasets, the models and the profile's root.
-
-
-ruleorder: evaluate > unknown_result
-ruleorder: derive_dataset > unknown_data
+# message listing the datasets, the models and the profile's root. The wildcard constraints
+# exclude every path the other rules make (VALID_RESULT, VALID_DATA in rules/common.smk), so these
+# rules never compete with them.
 
 
 rule unknown_result:
     input:
-        lambda w: explain_target(f"{w.prefix}results/{w.name}.json"),
+        lambda w: explain_target(w.path),
     output:
-        "{prefix}results/{name}.json",
+        "{path}",
     wildcard_constraints:
-        prefix=r"(.*/)?",
+        path=rf"(?!{VALID_RESULT}$)(.*/)?results/[^/]+\.json",
     log:
-        "{prefix}logs/unknown/{name}.log",
+        "logs/unknown/{path}.log",
     localrule: True
     conda:
         "../envs/opflow.yaml"
@@ -26,14 +24,13 @@ rule unknown_result:
 
 rule unknown_data:
     input:
-        lambda w: explain_target(f"{w.prefix}data/{w.name}.nc"),
+        lambda w: explain_target(w.path),
     output:
-        "{prefix}data/{name}.nc",
+        "{path}",
     wildcard_constraints:
-        prefix=r"(.*/)?",
-        name=r"[^/]+/[^/]+",
+        path=rf"(?!{VALID_DATA}$)(.*/)?data/.+\.nc",
     log:
-        "{prefix}logs/unknown/{name}.log",
+        "logs/unknown/{path}.log",
     localrule: True
     conda:
         "../envs/opflow.yaml"

@@ -81,5 +81,25 @@ def test_default_dag_of_the_protocol_results_resolves(tmp_path: Path) -> None:
     for src in ("lorenz63_test_dt00075", "lorenz63_test_nonuniform", "ns_v1e-5", "kolmogorov", "elasticity"):
         assert f"data/sources/{src}.nc" in text, src
     assert "data/ns_v1e-5/r64.nc" in text and "data/lorenz63/all.nc" in text and "data/elasticity/all.nc" in text
+    assert "Error" not in text and "not a target" not in text  # the explaining rules never compete with real ones
     for target in load_config_files([str(p) for p in PROFILES["default"]])["targets"]:
         assert f"output: {target}" in text, target
+
+
+@pytest.mark.parametrize("path", sorted({str(p) for files in PROFILES.values() for p in files}))
+def test_config_files_have_no_repeated_keys(path: str) -> None:
+    """YAML keeps the last of two equal keys silently: a repeated block would override the first."""
+    import yaml
+
+    class Strict(yaml.SafeLoader):
+        pass
+
+    def mapping(loader: yaml.SafeLoader, node: yaml.MappingNode) -> dict:
+        keys = [loader.construct_object(k) for k, _ in node.value]
+        repeated = sorted({k for k in keys if keys.count(k) > 1}, key=str)
+        assert not repeated, f"{path}: keys {repeated} repeat at line {node.start_mark.line + 1}"
+        return loader.construct_mapping(node)
+
+    Strict.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, mapping)
+    with open(path) as fh:
+        assert isinstance(yaml.load(fh, Loader=Strict), dict)
