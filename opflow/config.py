@@ -37,11 +37,18 @@ command):
   the paper text names neither). The authors backpropagate the batch *sum* of the per-sample
   relative errors, so their clip acts on the summed gradient: ``loss_reduction: sum`` (default)
   does the same (the mean is what is reported as the training loss either way);
-* batch size 8: the paper explores {2, 4, 8, 16}; the authors' Darcy command uses 8;
+* batch size 8: the paper explores {2, 4, 8, 16}; 8 is the default of the authors' Darcy script,
+  whose README command uses 4 (``models.ono_official`` sets it, with the script's derivative
+  regulariser ``grad_weight: 0.1``);
 * relative L2 loss (the paper's Equation 1), inputs and outputs normalised by one mean and standard
   deviation per channel over all training samples and points (the authors' ``UnitTransformer``),
   fitted on the training split only. The loss compares decoded predictions with the targets in
   physical units, as the paper states; ``loss_space: normalized`` compares in normalised units.
+
+Other recipes are per-model ``training`` blocks: FNO's (Li et al. 2021, the authors' released
+scripts) is ``optimizer: adam`` (L2 weight decay 1e-4), ``scheduler: step`` (lr 1e-3 times
+``gamma`` 0.5 every ``step_size`` 100 epochs), 500 epochs, batch 20, no clipping, pointwise
+normalisers (``models.fno`` in config/default.yaml).
 
 ``resolve_run`` merges everything a training run depends on into one JSON-serialisable dict with a
 hash. The hash covers what changes the trained weights (model, training numerics, task, dataset
@@ -60,11 +67,15 @@ from pydantic import ConfigDict, Field, model_validator
 from opflow.data.errors import ConfigError
 from opflow.data.provenance import params_hash
 from opflow.data.view_spec import AutoView, View, ViewConfig, parse_view
+import opflow.data.views  # noqa: F401  registers every view kind's specification (torch-free): datasets.<name>.view accepts them
 from opflow.schema import Bool, Device, Float, NonNegFloat, NonNegInt, PosFloat, PosInt, Str, StrictModel, literal_values, validate
 
 #: training losses (:func:`opflow.metrics.training_loss`)
 Loss = Literal["rel_l2", "rel_h1", "mse"]
 LOSSES: tuple[str, ...] = tuple(literal_values(Loss))
+#: derivative regularisers added to the loss with weight ``grad_weight`` (:func:`opflow.metrics.gradient_loss`)
+GradForm = Literal["central", "h1", "h1_coeff"]
+GRAD_FORMS: tuple[str, ...] = tuple(literal_values(GradForm))
 #: unit_gaussian: per channel; pointwise: per point and channel (FNO); none
 NormalizerKind = Literal["unit_gaussian", "pointwise", "none"]
 
@@ -105,10 +116,19 @@ class TrainConfig(_Settings):
     epochs: PosInt = 500
     #: global batch size (split evenly over DDP processes)
     batch_size: PosInt = 8
-    #: peak learning rate of the OneCycle schedule (AdamW)
+    #: peak learning rate of the OneCycle schedule; the initial one of the step schedule
     lr: PosFloat = 1e-3
-    #: AdamW decoupled weight decay
+    #: decoupled weight decay (adamw), or the L2 term added to the gradient (adam)
     weight_decay: NonNegFloat = 1e-5
+    #: adamw (ONO and the transformers) or adam (torch.optim.Adam, FNO's recipe)
+    optimizer: Literal["adamw", "adam"] = "adamw"
+    #: onecycle: OneCycle stepped every batch (pct_start, div_factor, final_div_factor);
+    #: step: lr * gamma ** (epoch // step_size), FNO's StepLR (step_size 100, gamma 0.5)
+    scheduler: Literal["onecycle", "step"] = "onecycle"
+    #: step schedule: epochs between learning-rate drops
+    step_size: PosInt = 100
+    #: step schedule: factor of each drop
+    gamma: Float = Field(0.5, gt=0, lt=1)
     #: clip the global gradient norm to this value; null disables clipping
     grad_clip: PosFloat | None = 0.1
     #: OneCycle: fraction of the steps spent increasing the learning rate
@@ -119,6 +139,16 @@ class TrainConfig(_Settings):
     final_div_factor: PosFloat = 1e4
     #: rel_l2 (ONO, GNOT, Galerkin), rel_h1 (continuum-attention protocol, grids only), mse
     loss: Loss = "rel_l2"
+    #: weight of a derivative regulariser added to the loss (0 = none), grid data only: the ONO
+    #: authors' Darcy script adds 0.1 x the relative L2 errors of the x- and y-derivatives
+    grad_weight: NonNegFloat = 0.0
+    #: the regulariser (opflow.metrics.gradient_loss): central = the ONO Darcy script's sum over the
+    #: grid axes of the relative L2 error of the central-difference derivative, the prediction's
+    #: boundary ring set to zero and zeros outside the grid (homogeneous Dirichlet data);
+    #: h1 / h1_coeff = the Galerkin Transformer's H1-seminorm regulariser (Cao 2021, Sec. 3 and
+    #: App. C.1), h1_coeff weighted by the coefficient (the first input channel, Darcy); there
+    #: grad_weight = sqrt(gamma): the paper's gamma 0.5 (Darcy) is 0.7071, 0.1 (Burgers) 0.3162
+    grad_form: GradForm = "central"
     #: compare prediction and target in physical units (decoded) or in normalised units
     loss_space: Literal["physical", "normalized"] = "physical"
     #: backpropagate the sum over the (global) batch of the per-sample losses, as the ONO code
@@ -148,6 +178,15 @@ class TrainConfig(_Settings):
     threads: PosInt = 4
     #: processes (GPUs) per run: > 1 launches ``torchrun --nproc_per_node`` (DDP)
     nproc: PosInt = 1
+
+    @model_validator(mode="after")
+    def _grad_regulariser(self) -> TrainConfig:
+        if self.grad_weight and self.grad_form == "central" and self.loss_space != "physical":
+            raise ValueError(
+                "grad_form central sets the prediction's boundary ring to zero (homogeneous Dirichlet data in physical "
+                "units), so it needs loss_space: physical; set loss_space: physical or grad_weight: 0"
+            )
+        return self
 
     def check_world_size(self, world_size: int) -> None:
         """The global batch must split evenly over the DDP processes."""
@@ -432,6 +471,9 @@ def run_identity(run: Mapping[str, Any]) -> dict[str, Any]:
     if run.get("view") is not None:
         ident["view"] = run["view"]
     ident["training"] = {k: v for k, v in run["training"].items() if k not in OPERATIONAL_KEYS}
+    if not ident["training"].get("grad_weight"):  # no regulariser: runs keep the hash they had before it existed
+        ident["training"].pop("grad_weight", None)
+        ident["training"].pop("grad_form", None)
     return ident
 
 
@@ -514,6 +556,7 @@ def json_schema() -> dict[str, Any]:
 
 
 __all__ = [
+    "GRAD_FORMS",
     "LOSSES",
     "OPERATIONAL_KEYS",
     "DatasetConfig",

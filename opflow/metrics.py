@@ -18,7 +18,13 @@ For a sample with prediction ``p`` and truth ``u`` at points ``x_1 .. x_N`` (rea
 
   with the gradient by second-order central differences inside the grid and first-order one-sided
   differences at its edges (``torch.gradient`` with the grid's own coordinates as spacing);
-* ``mse``: mean squared error over real points and channels.
+* ``mse``: mean squared error over real points and channels;
+* the derivative regulariser (``training.grad_weight`` > 0, grids only), added to any of them:
+  ``grad_form: central`` is the ONO authors' released Darcy script's ``deriv_loss``, per sample
+  and channel ``sum over axes a of ||D_a p~ - D_a u|| / ||D_a u||`` with ``D_a`` the central
+  difference ``(v[i+1] - v[i-1]) / 2`` at every node, values outside the grid taken as zero, and
+  ``p~`` the prediction with its boundary ring set to zero (homogeneous Dirichlet data: it needs
+  the physical units); its weight there is 0.1 (:func:`gradient_loss`).
 
 Grouped errors. :func:`squared_sums` keeps, per sample and channel, ``sum_n (p - u)^2`` and
 ``sum_n u^2``; :func:`relative_l2_groups` turns them into the relative L2 error over any set of
@@ -39,7 +45,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from opflow.config import LOSSES
+from opflow.config import GRAD_FORMS, LOSSES
 
 
 def _weights(true: torch.Tensor, mask: torch.Tensor | None) -> torch.Tensor | None:
@@ -151,6 +157,101 @@ def rel_h1_loss(pred: torch.Tensor, true: torch.Tensor, coords: torch.Tensor, gr
     return relative_h1(pred, true, coords, grid_shape, mask).mean()
 
 
+def central_differences(v: torch.Tensor, grid_shape: Sequence[int]) -> list[torch.Tensor]:
+    """The derivative of the ONO authors' Darcy script along each grid axis, in grid units.
+
+    ``v`` (B, N, C) on a row-major grid; returns, per axis, ``(v[i+1] - v[i-1]) / 2`` at every node
+    (B, *grid_shape, C), the values outside the grid taken as zero (their ``central_diff``, whose
+    ``1/h`` factor cancels in the relative errors).
+    """
+    b, _, c = v.shape
+    g = v.reshape(b, *grid_shape, c)
+    out = []
+    for ax, n in enumerate(grid_shape, start=1):
+        pad = [0, 0] * (g.dim() - 1 - ax) + [1, 1]  # F.pad lists the last axis first
+        p = torch.nn.functional.pad(g, pad)
+        out.append((p.narrow(ax, 2, n) - p.narrow(ax, 0, n)) / 2)
+    return out
+
+
+def _zero_boundary(v: torch.Tensor, grid_shape: Sequence[int]) -> torch.Tensor:
+    """``v`` (B, N, C) with the outer ring of nodes of its grid set to zero."""
+    inner = torch.zeros(tuple(grid_shape), dtype=torch.bool, device=v.device)
+    inner[tuple(slice(1, n - 1) for n in grid_shape)] = True
+    return v * inner.reshape(1, -1, 1).to(v.dtype)
+
+
+def h1_regulariser(
+    pred: torch.Tensor, true: torch.Tensor, coords: torch.Tensor, grid_shape: Sequence[int], weight: torch.Tensor | None = None
+) -> torch.Tensor:
+    """The Galerkin Transformer's H1-seminorm regulariser per sample and channel, shape (B, C).
+
+    Cao 2021, "Choose a Transformer: Fourier or Galerkin", Section 3 (the term ``gamma ||a grad(T(a)
+    - u)||^2`` of eq. 1) and Appendix C.1, as the authors' ``WeightedL2Loss2d`` / ``WeightedL2Loss``
+    compute it, without ``gamma``::
+
+        r = sqrt( h / d * sum_I sum_k (a (D_k p - D_k u))^2 / sum_I sum_k a (D_k u)^2 )
+
+    over the interior nodes I of the grid, ``D_k`` the central difference along grid axis k
+    (``(v[i+1] - v[i-1]) / 2``; the grid spacing cancels in the ratio), ``d`` the number of grid
+    axes, ``h`` the mean grid spacing (from ``coords``), ``a = weight`` (B, N, 1) or 1. The
+    authors' code adds ``sqrt(gamma * r^2)`` to the relative L2 loss: ``grad_weight = sqrt(gamma)``
+    (their Darcy gamma 0.5, the paper's "gamma = 0.5 h"; Burgers 0.1). (Their target gradient comes
+    from the 421 grid; here both derivatives are taken on the training grid.)
+    """
+    if grid_shape is None or any(n < 3 for n in grid_shape):
+        raise ValueError(f"the H1 regulariser needs a grid of at least 3 nodes per axis (interior nodes); got grid_shape {grid_shape}")
+    c0 = coords[0] if coords.dim() == 3 else coords
+    h = torch.stack([(a[-1] - a[0]) / (len(a) - 1) for a in grid_axes(c0, grid_shape)]).abs().mean().to(pred.dtype)
+    interior = (slice(None), *(slice(1, n - 1) for n in grid_shape))
+    dp = [g[interior] for g in central_differences(pred, grid_shape)]
+    du = [g[interior] for g in central_differences(true, grid_shape)]
+    w = 1.0 if weight is None else weight[..., :1].reshape(weight.shape[0], *grid_shape, 1)[interior].to(pred.dtype)
+    num = sum(((w * (a - b)) ** 2).flatten(1, -2).sum(1) for a, b in zip(dp, du))
+    den = sum((w * b**2).flatten(1, -2).sum(1) for b in du)
+    return torch.sqrt(h / len(grid_shape) * num / den.clamp_min(torch.finfo(den.dtype).tiny))
+
+
+def gradient_loss(
+    form: str,
+    pred: torch.Tensor,
+    true: torch.Tensor,
+    grid_shape: Sequence[int] | None,
+    mask: torch.Tensor | None = None,
+    *,
+    coords: torch.Tensor | None = None,
+    inputs: torch.Tensor | None = None,
+) -> torch.Tensor:
+    """Derivative regulariser ``grad_form`` (:data:`opflow.config.GRAD_FORMS`) of a batch, a scalar.
+
+    ``central`` (the ONO authors' Darcy script, ``deriv_loss``): per sample and channel, the sum
+    over the grid axes of the relative L2 error of :func:`central_differences`, where the
+    prediction's boundary ring is first set to zero (the homogeneous Dirichlet data of Darcy) and
+    the target is taken as it is; mean over channels and samples, as ``rel_l2``. The script adds
+    0.1 times it to the relative L2 loss (``grad_weight: 0.1``).
+
+    ``h1`` / ``h1_coeff``: the Galerkin Transformer's regulariser (:func:`h1_regulariser`; needs
+    ``coords``), ``h1_coeff`` weighted by the coefficient ``a`` = the first channel of ``inputs``
+    (physical units; Darcy), ``h1`` unweighted (Burgers); mean over channels and samples.
+    """
+    if grid_shape is None:
+        raise ValueError("grad_weight > 0 needs grid data (grid_shape): derivatives are taken on the grid; set grad_weight: 0 for point clouds and meshes")
+    if mask is not None and not bool(mask.all()):
+        raise ValueError("the derivative regulariser needs complete grids; the batch has padded points")
+    if form == "central":
+        dp = central_differences(_zero_boundary(pred, grid_shape), grid_shape)
+        dt = central_differences(true, grid_shape)
+        per = sum(_ratio(((a - b) ** 2).flatten(1, -2).sum(1), (b**2).flatten(1, -2).sum(1)) for a, b in zip(dp, dt))
+        return per.mean()
+    if form in ("h1", "h1_coeff"):
+        if coords is None:
+            raise ValueError(f"grad_form {form} needs the grid coordinates (coords)")
+        if form == "h1_coeff" and (inputs is None or inputs.shape[-1] < 1):
+            raise ValueError("grad_form h1_coeff weights by the coefficient, the first input channel; the batch has no inputs (use h1)")
+        return h1_regulariser(pred, true, coords, grid_shape, inputs if form == "h1_coeff" else None).mean()
+    raise ValueError(f"unknown grad_form {form!r}; use one of {list(GRAD_FORMS)}")
+
+
 def training_loss(
     name: str,
     pred: torch.Tensor,
@@ -159,17 +260,26 @@ def training_loss(
     mask: torch.Tensor | None = None,
     coords: torch.Tensor | None = None,
     grid_shape: Sequence[int] | None = None,
+    grad_weight: float = 0.0,
+    grad_form: str = "central",
+    inputs: torch.Tensor | None = None,
 ) -> torch.Tensor:
-    """The configured loss (one of :data:`opflow.config.LOSSES`) of a batch, a scalar."""
+    """The configured loss (one of :data:`opflow.config.LOSSES`) of a batch, a scalar, plus
+    ``grad_weight`` times the derivative regulariser ``grad_form`` (:func:`gradient_loss`) when > 0;
+    ``inputs`` (physical units) are the coefficient of ``grad_form: h1_coeff``."""
     if name == "rel_l2":
-        return rel_l2_loss(pred, true, mask)
-    if name == "mse":
-        return mse_loss(pred, true, mask)
-    if name == "rel_h1":
+        loss = rel_l2_loss(pred, true, mask)
+    elif name == "mse":
+        loss = mse_loss(pred, true, mask)
+    elif name == "rel_h1":
         if coords is None or grid_shape is None:
             raise ValueError("loss rel_h1 needs grid data (coords and grid_shape); use rel_l2 for point clouds and meshes")
-        return rel_h1_loss(pred, true, coords, grid_shape, mask)
-    raise ValueError(f"unknown loss {name!r}; use one of {list(LOSSES)}")
+        loss = rel_h1_loss(pred, true, coords, grid_shape, mask)
+    else:
+        raise ValueError(f"unknown loss {name!r}; use one of {list(LOSSES)}")
+    if grad_weight:
+        loss = loss + grad_weight * gradient_loss(grad_form, pred, true, grid_shape, mask, coords=coords, inputs=inputs)
+    return loss
 
 
 def summary(values: Any) -> dict[str, float]:

@@ -11,10 +11,16 @@ One run = one resolved run config (:func:`opflow.config.resolve_run`) + one data
    point as extra input channels (:func:`opflow.inference.model_inputs`);
 3. loss (``rel_l2`` by default, see :mod:`opflow.metrics`) between the decoded prediction and the
    target in physical units (``loss_space: physical``), or between the raw prediction and the
-   encoded target (``normalized``: what the ONO authors' released Darcy script does);
+   encoded target (``normalized``; the ONO authors' released Darcy script compares decoded fields,
+   as ``physical`` does), plus
+   ``grad_weight`` times the derivative regulariser ``grad_form`` on grid data (the ONO Darcy
+   script's 0.1 x relative L2 of the central-difference derivatives; the curves' train loss then
+   includes it);
 4. backward of the batch sum (``loss_reduction: sum``, the ONO code) or mean of the per-sample
-   losses, clipping of the global gradient norm at ``grad_clip``, AdamW step, then one OneCycle
-   scheduler step (the schedule spans ``epochs x batches per epoch`` steps). The curves report
+   losses, clipping of the global gradient norm at ``grad_clip``, AdamW (or Adam: ``optimizer``)
+   step, then one scheduler step: OneCycle spanning ``epochs x batches per epoch`` steps, or
+   (``scheduler: step``, FNO's recipe) StepLR multiplying the lr by ``gamma`` every
+   ``step_size`` epochs (counted in batches, so the lr is constant within an epoch). The curves report
    the mean per-sample loss either way.
 
 The data come from :func:`opflow.data.views.make_dataset` with the run's ``task`` and ``view``:
@@ -175,6 +181,11 @@ def build_for_data(model_config: Mapping[str, Any], ds: ArrayDataset, where: str
                 f"({list(ds.global_names)}); remove global_channels from the model config (it is set from the data)"
             )
         cfg["global_channels"] = g
+    if "n_points" in cls.Hparams.model_fields:  # models with fixed input points (DeepONet's sensors)
+        n = int(ds.inputs.shape[1])
+        if int(cfg.get("n_points") or n) != n:
+            raise ConfigError(f"{where}.n_points: {cfg['n_points']} but the data have {n} input points; remove n_points from the model config (it is set from the data)")
+        cfg["n_points"] = n
     shape = {"in_channels": ds.in_channels + (0 if takes else g), "out_channels": ds.out_channels, "coord_dim": ds.coord_dim}
     return build_model(cfg, shape["in_channels"], shape["out_channels"], shape["coord_dim"], where=where), cfg, shape
 
@@ -348,11 +359,16 @@ class Trainer:
             num_workers=cfg.num_workers, pin_memory=dev.type == "cuda",
         )
         self.test_loader, _, _ = make_loader(self.test_ds, self.local_batch, shuffle=False, num_workers=0)
-        self.optimizer = torch.optim.AdamW(self.model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
-        self.scheduler = torch.optim.lr_scheduler.OneCycleLR(
-            self.optimizer, max_lr=cfg.lr, total_steps=cfg.epochs * len(self.loader),
-            pct_start=cfg.pct_start, div_factor=cfg.div_factor, final_div_factor=cfg.final_div_factor,
-        )
+        optim = torch.optim.AdamW if cfg.optimizer == "adamw" else torch.optim.Adam
+        self.optimizer = optim(self.model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
+        self.scheduler: torch.optim.lr_scheduler.LRScheduler
+        if cfg.scheduler == "onecycle":
+            self.scheduler = torch.optim.lr_scheduler.OneCycleLR(
+                self.optimizer, max_lr=cfg.lr, total_steps=cfg.epochs * len(self.loader),
+                pct_start=cfg.pct_start, div_factor=cfg.div_factor, final_div_factor=cfg.final_div_factor,
+            )
+        else:  # stepped every batch like OneCycle: step_size epochs = step_size * batches, the same lr per epoch
+            self.scheduler = torch.optim.lr_scheduler.StepLR(self.optimizer, step_size=cfg.step_size * len(self.loader), gamma=cfg.gamma)
         if info.distributed and info.rank:  # different dropout streams per process, same initial weights
             torch.manual_seed(cfg.seed + 1_000_003 * info.rank)
 
@@ -448,7 +464,10 @@ class Trainer:
                 pred, target = norms.outputs.decode(out, gs), b["target"]
             else:
                 pred, target = out, norms.outputs.encode(b["target"], gs)
-            loss = training_loss(cfg.loss, pred, target, mask=output_mask(b), coords=b.get("query", b["coords"]), grid_shape=gs)
+            loss = training_loss(
+                cfg.loss, pred, target, mask=output_mask(b), coords=b.get("query", b["coords"]), grid_shape=gs,
+                grad_weight=cfg.grad_weight, grad_form=cfg.grad_form, inputs=b["inputs"],
+            )
             if not torch.isfinite(loss):
                 raise FloatingPointError(f"{self.name}: loss became {loss.item()} in epoch {epoch + 1}; lower training.lr or check the data")
             n = b["inputs"].shape[0]

@@ -38,10 +38,24 @@ Kernel = Literal[tuple(KERNELS)]  # type: ignore[valid-type]
 Activation = Literal["gelu", "relu", "silu", "tanh", "elu", "softplus"]
 #: ONO: how the orthogonal-attention integral over points is taken (mean = quadrature on [0, 1]^d)
 OnoQuadrature = Literal["mean", "sum"]
+#: ONO: the last stage's output map after its layer norm (the FFN, or one Linear as the release)
+OnoHead = Literal["ffn", "linear"]
+#: ONO: initialisation (PyTorch's defaults, or the release's truncated normal, std 0.02, zero biases)
+OnoInit = Literal["torch", "trunc_normal"]
+#: Nystrom pseudo-inverse initial scaling: per matrix, or over the batch (nystrom-attention package)
+NystromPinv = Literal["matrix", "batch"]
 #: TNO: quadrature rule of continuum attention
 TnoQuadrature = Literal["trapezoid", "uniform"]
 #: TNO: how per-sample global inputs enter
 GlobalsMode = Literal["initial_point", "token"]
+#: per-head layer norms of :class:`~opflow.models.layers.attention.MultiHeadAttention`: the
+#: kernel's own pair (galerkin: K, V; fourier: Q, K; others none), none, or a named pair
+HeadNorm = Literal["auto", "none", "qk", "kv"]
+HEAD_NORMS: tuple[str, ...] = tuple(literal_values(HeadNorm))
+#: Galerkin/Fourier Transformer normalisation: "head" = the kernel's per-head pair (Cao 2021 eqs.
+#: 4-6), "qk" / "kv" = that pair for any kernel (the paper's softmax ablations), "regular" = the
+#: post-LN block of eq. 7 without per-head norms
+GtNorm = Literal["head", "qk", "kv", "regular"]
 
 
 class Hparams(StrictModel):
@@ -79,6 +93,18 @@ class OnoHparams(TransformerHparams):
     ``ortho_dim`` is k, the number of orthogonal eigenfunctions; ``momentum`` weighs the old
     running covariance; ``quadrature`` mean or sum over points; ``value_proj`` the W_V of the
     orthogonal flow; ``ortho_ridge`` and ``cholesky_eps`` the whitening's ridge and jitter.
+
+    Structural options (defaults: opflow's ONO; ``models.ono_official`` in config/default.yaml sets
+    the authors' release, docs/ono.md lists each): ``encoder_hidden`` the encoder MLP's hidden
+    width (None = ``width``; release ``2 width``); ``head`` the last stage's output map after its
+    layer norm (``ffn``, or ``linear``: one Linear, the release); ``init`` (``torch`` defaults, or
+    ``trunc_normal``: every Linear weight N(0, 0.02^2) truncated at +-2, biases 0, the release);
+    ``qkv_bias`` biases of the NN block's Q/K/V (release: none); ``wq_bias`` bias of the orthogonal
+    flow's W_Q (release: one); ``nystrom_conv`` kernel size of the ``nystrom-attention`` package's
+    residual depth-wise convolution of V (0 = none; release 33), ``nystrom_pad`` its zero-token
+    front padding to a multiple of ``num_landmarks``, ``nystrom_pinv`` its pseudo-inverse scaling
+    (``matrix`` per matrix, ``batch`` over the batch as the package); the three ``nystrom_*`` need
+    ``attention: nystrom``.
     """
 
     ortho_dim: PosInt = 16
@@ -87,6 +113,23 @@ class OnoHparams(TransformerHparams):
     value_proj: Bool = True
     ortho_ridge: NonNegFloat = 1e-4
     cholesky_eps: PosFloat = 1e-6
+    encoder_hidden: PosInt | None = None
+    head: OnoHead = "ffn"
+    init: OnoInit = "torch"
+    qkv_bias: Bool = True
+    wq_bias: Bool = False
+    nystrom_conv: NonNegInt = 0
+    nystrom_pad: Bool = False
+    nystrom_pinv: NystromPinv = "matrix"
+
+    @model_validator(mode="after")
+    def _nystrom_options(self) -> OnoHparams:
+        if self.nystrom_conv % 2 == 0 and self.nystrom_conv:
+            raise ValueError(f"nystrom_conv {self.nystrom_conv} must be odd (the convolution keeps the sequence length) or 0 (none)")
+        set_ = [k for k, off in (("nystrom_conv", 0), ("nystrom_pad", False), ("nystrom_pinv", "matrix")) if getattr(self, k) != off]
+        if set_ and self.attention != "nystrom":
+            raise ValueError(f"{', '.join(set_)} only apply to attention: nystrom (got attention: {self.attention})")
+        return self
 
 
 class TnoHparams(Hparams):
@@ -107,11 +150,131 @@ class TnoHparams(Hparams):
     global_weight: PosFloat = 1.0
 
 
+class FnoHparams(Hparams):
+    """``fno``: Li et al. 2021, "Fourier Neural Operator for Parametric PDEs" (ICLR; arXiv 2010.08895).
+
+    Defaults: the 2D Darcy network of the authors' released code (12 modes, width 32, 4 Fourier
+    layers, projection 128, GELU): 2,368,001 parameters, the count in Table 5 of the Galerkin
+    Transformer paper (Cao 2021). ``modes`` is one count per grid axis, or one int for every axis;
+    ``padding`` appends that many zero points to the end of every grid axis after the lifting and
+    crops them before the projection (the released code pads non-periodic Darcy by 9, not Burgers' 2).
+    """
+
+    modes: PosInt | list[PosInt] = 12
+    width: PosInt = 32
+    n_layers: PosInt = 4
+    proj_width: PosInt = 128
+    act: Activation = "gelu"
+    padding: NonNegInt = 0
+
+
+class DeepONetHparams(Hparams):
+    """``deeponet``: Lu, Jin, Pang, Zhang, Karniadakis 2021, "Learning nonlinear operators via
+    DeepONet" (Nature Machine Intelligence 3, 218).
+
+    Branch MLP on the input function at the ``n_points`` sensor points (``branch_layers`` hidden
+    layers of ``branch_width``), trunk MLP on the query coordinates, ``basis`` terms per output
+    channel. ``n_points`` is set from the data when the model is trained (leave it out of configs).
+    """
+
+    branch_width: PosInt = 128
+    branch_layers: PosInt = 3
+    trunk_width: PosInt = 128
+    trunk_layers: PosInt = 3
+    basis: PosInt = 128
+    act: Activation = "gelu"
+    n_points: NonNegInt = 0
+
+
+class MionetHparams(DeepONetHparams):
+    """``mionet``: Jin, Meng, Lu 2022, "MIONet: learning multiple-input operators via tensor
+    product" (SIAM J. Sci. Comput. 44, A3490).
+
+    ``input_groups`` lists the channel count of each input function, in the order of the input
+    channels (their sum must equal the input channels); one branch per group. ``None``: one group
+    per input channel.
+    """
+
+    input_groups: list[PosInt] | None = None
+
+
+class GtHparams(Hparams):
+    """``gt``: the Galerkin Transformer, Cao 2021, "Choose a Transformer: Fourier or Galerkin" (NeurIPS).
+
+    Defaults: the paper's 2D Darcy network (Appendix B, Table 5, Table 7; the authors' ``ex2_darcy``
+    configuration): interpolation-CNN down-sampler to the coarse attention grid, 6 encoder layers
+    (``width`` 128, 4 heads, FFN 256, coordinates concatenated in every head, init
+    ``W = 1e-2 U + 1e-2 I``), up-sampler, spectral decoder (2 layers, 12 modes, width 32), point-wise
+    head (128): 2,220,829 parameters for one input and one output channel.
+
+    The coarse (attention) grid follows the input grid: ``coarse_sizes`` lists explicit
+    ``[fine, coarse]`` sizes per axis (the paper's two configurations, 141 -> 43 and 211 -> 61, do
+    not share one ratio); any other fine size n gets ``round(coarse_ratio * (n - 1)) + 1`` (0.3:
+    141 -> 43, 85 -> 26). The intermediate grid of the CNNs is ``round(sqrt(fine * coarse))``.
+    ``sampler: none`` runs the encoder on the input points themselves after a point-wise linear
+    lift (the paper's 1D Burgers network); ``decoder: pointwise`` is the inverse-problem decoder.
+    ``decoder_coords`` concatenates the coordinates before the decoder's first linear map.
+    ``output_grid: coarse`` runs the up-sampler's convolution and the decoder on the attention grid
+    (the inverse problem: its target lives on the coarse grid, Example 3); outputs at other points
+    are interpolated from the decoder's grid.
+    """
+
+    width: PosInt = 128
+    n_layers: PosInt = 6
+    n_heads: PosInt = 4
+    ffn_dim: PosInt = 256
+    attention: Kernel = "galerkin"
+    norm: GtNorm = "head"
+    init_gain: NonNegFloat = 1e-2
+    init_diagonal: NonNegFloat = 1e-2
+    ffn_act: Activation = "relu"
+    dropout: NonNegFloat = Field(0.1, lt=1)
+    ffn_dropout: NonNegFloat = Field(0.05, lt=1)
+    sampler: Literal["cnn", "none"] = "cnn"
+    coarse_ratio: PosFloat = Field(0.3, le=1)
+    coarse_sizes: list[tuple[PosInt, PosInt]] = [(141, 43), (211, 61)]
+    down_act: Activation = "relu"
+    down_dropout: NonNegFloat = Field(0.05, lt=1)
+    up_act: Activation = "silu"
+    up_dropout: NonNegFloat = Field(0.0, lt=1)
+    decoder: Literal["spectral", "pointwise"] = "spectral"
+    decoder_layers: PosInt = 2
+    decoder_width: PosInt = 32
+    modes: PosInt = 12
+    proj_width: PosInt = 128
+    decoder_coords: Bool = True
+    decoder_act: Activation = "silu"
+    decoder_dropout: NonNegFloat = Field(0.0, lt=1)
+    output_grid: Literal["input", "coarse"] = "input"
+
+    @model_validator(mode="after")
+    def _coarse_sizes(self) -> GtHparams:
+        fine = [f for f, _ in self.coarse_sizes]
+        if len(set(fine)) != len(fine):
+            raise ValueError(f"coarse_sizes: fine size listed twice in {[list(p) for p in self.coarse_sizes]}")
+        if any(c < 2 for _, c in self.coarse_sizes):
+            raise ValueError(f"coarse_sizes: every coarse size must be >= 2, got {[list(p) for p in self.coarse_sizes]}")
+        return self
+
+
+class FtHparams(GtHparams):
+    """``ft``: the Fourier Transformer of Cao 2021: :class:`GtHparams` with the Fourier-type kernel
+    (layer norms on Q and K) and its Darcy dropouts (Table 7: attention 0.1, FFN 0.1)."""
+
+    attention: Kernel = "fourier"
+    ffn_dropout: NonNegFloat = Field(0.1, lt=1)
+
+
 #: arch name -> (hyperparameter model, "module:Class" of the implementation, imported when built)
 ARCHITECTURES: dict[str, tuple[type[Hparams], str]] = {
     "ono": (OnoHparams, "opflow.models.ono:ONO"),
     "tno": (TnoHparams, "opflow.models.tno:TNO"),
     "linear_transformer": (TransformerHparams, "opflow.models.transformer:LinearTransformer"),
+    "gt": (GtHparams, "opflow.models.galerkin:GalerkinTransformer"),
+    "ft": (FtHparams, "opflow.models.galerkin:FourierTransformer"),
+    "fno": (FnoHparams, "opflow.models.fno:FNO"),
+    "deeponet": (DeepONetHparams, "opflow.models.deeponet:DeepONet"),
+    "mionet": (MionetHparams, "opflow.models.deeponet:MIONet"),
 }
 
 
@@ -151,9 +314,17 @@ def check_hparams(arch: str, values: dict[str, Any], where: str = "model") -> Hp
 __all__ = [
     "ARCHITECTURES",
     "Activation",
+    "FtHparams",
+    "GtHparams",
+    "GtNorm",
+    "HEAD_NORMS",
+    "HeadNorm",
+    "DeepONetHparams",
+    "FnoHparams",
     "Hparams",
     "KERNELS",
     "Kernel",
+    "MionetHparams",
     "OnoHparams",
     "TnoHparams",
     "TransformerHparams",

@@ -58,40 +58,51 @@ through attention to the input points. (The paper's eq. 20 drops the residual at
 instead; that cannot reproduce the self form and leaves ``g(y)`` undefined.) ``forward`` uses the
 self form whenever ``query`` is ``None`` or equal to ``coords``.
 
-Hyperparameters and where they come from (paper = arXiv v4 Section 4 "Implementation details";
-code = the authors' released repository, README Darcy command and ``ONOmodel2.py``):
+Hyperparameters and where they come from. "paper" = arXiv v4 Section 4 "Implementation details";
+"release" = the authors' official repository (``Orthogonal-Neural-operator`` of the zhijie-group
+organisation): its README Darcy command ``--n-hidden 128 --n-heads 8 --n-layers 10 --attn_type
+nystrom --orth 1 --psi_dim 32 --mlp_ratio 2 --batch-size 4 --max_grad_norm 0.1``,
+``ONOmodel2.ONO2`` and the ``nystrom-attention`` package it uses. ``models.ono_official``
+(:data:`RELEASE_DARCY`) is the release, 2,027,985 parameters, equal to it number for number
+(``benchmarks/ono_official.py``); ``ono`` is opflow's model, and each departure below is one
+option (docs/ono.md: why, and the measured ablation of the orthogonal-flow choices):
 
-==================  ==========  ==============================================================
-name                default     source
-==================  ==========  ==============================================================
-width               128         paper ("the model's width is set to 128"), code
-n_layers            8           code (Darcy: ``--n-layers 8``); paper: ONO-8 has ~1M parameters
-ortho_dim (k)       16          paper: 8 or 16 (Table 2 runtime uses 16); code README used 32 at
-                                85 x 85 and 16 at 141 x 141
-n_heads             8           code (``--n-heads 8``); PROTOCOLS
-ffn_ratio           1           code default ``mlp_ratio=1`` (matches the ~1M parameters of ONO-8)
-attention           "linear"    paper: Linear Transformer (Katharopoulos) or Nystrom block; the
-                                authors' Darcy command used ``nystrom`` (set
-                                ``attention: nystrom`` to follow it); their "linear" block is
-                                the ``efficient`` kernel here
-momentum            0.9         paper / code
-quadrature          "mean"      our choice (see above); paper/code: "sum"
-value_proj          True        paper eq. 5 (``W_V``); the released code has no ``W_V`` (False)
-num_landmarks       256         code (``nystrom_attention`` package default); only for nystrom
-pinv_iterations     6           Nystromformer default; only for nystrom
-dropout             0           code
-ortho_ridge         1e-4        ours (see "ridge" above); 0 = the paper
-cholesky_eps        1e-6        ours (code: absolute jitter 1e-6 * 10^j, float32)
-==================  ==========  ==============================================================
+==================  ===============  ============  ===================================================
+name                ``ono``          release       note
+==================  ===============  ============  ===================================================
+width               128              128           paper, release
+n_layers            8                10            ours: the paper's ONO-8 (~1M parameters)
+ortho_dim (k)       16               32            paper: 8 or 16 (Table 2 runtime uses 16)
+n_heads             8                8
+ffn_ratio           1                2             ours: ~1M parameters at 8 layers
+attention           "linear"         "nystrom"     paper: Linear Transformer or Nystrom block;
+                                                   the release's "linear" block (not used for
+                                                   Darcy) is the ``efficient`` kernel times
+                                                   ``d^-1/2``, not the ``linear`` (elu + 1) one
+num_landmarks       256              256           package default; nystrom only
+pinv_iterations     6                6             package default; nystrom only
+momentum            0.9              0.9
+quadrature          "mean"           "sum"         ours: resolution-independent (above)
+value_proj          True             False         paper eq. 5 has ``W_V``; the release has none
+ortho_ridge         1e-4             0             ours (above)
+cholesky_eps        1e-6             (1e-6 abs.)   release: absolute jitter 1e-6 * 10^j, float32
+encoder_hidden      None (= width)   256           MLP ``3 -> 128 -> 256`` vs ``3 -> 256 -> 256``
+head                "ffn"            "linear"      release: LN then one Linear(width -> out)
+init                "torch"          trunc_normal  release: N(0, 0.02^2) weights, zero biases
+qkv_bias            True             False         the package's ``to_qkv`` has no bias
+wq_bias             False            True          eq. 4 has none; the release's ``proj`` has one
+nystrom_conv        0                33            the package's depth-wise residual conv of V
+nystrom_pad         False            True          the package's zero tokens in front
+nystrom_pinv        "matrix"         "batch"       the package's pseudo-inverse scaling
+==================  ===============  ============  ===================================================
 
-Other choices the paper leaves open: the encoder is a two-layer MLP ``d_coord + c_in -> d -> 2d``
-whose output is split into ``g`` and ``h`` (the released code uses one linear layer for the same
-split); ``W_Q`` has no bias (eq. 4); ``mu`` starts at 0 (softplus = 0.69). Weights keep PyTorch's
-default (fan-in scaled) initialisation: the released code's N(0, 0.02^2) makes the first layers
-nearly linear in the 3 input numbers, so the covariance ``C`` starts with a condition number near
-1e9 (about 1e6-1e7 with the default), and in our small overfitting runs it trained markedly slower.
+Why ``ono`` keeps PyTorch's default (fan-in scaled) initialisation: the release's N(0, 0.02^2)
+makes the first layers nearly linear in the 3 input numbers, so the covariance ``C`` starts with a
+condition number near 1e9 (about 1e6-1e7 with the default), and in our small overfitting runs it
+trained markedly slower. The release's training loss adds 0.1 x the relative L2 error of the
+central-difference derivatives (``training.grad_weight: 0.1``, :func:`opflow.metrics.gradient_loss`).
 Training recipe (not part of the model): AdamW, OneCycle peak 1e-3, weight decay 1e-5, gradient
-clipping 0.1, 500 epochs, batch 2-16.
+clipping 0.1, 500 epochs, batch 4 (release Darcy) or 2-16 (paper).
 """
 
 from __future__ import annotations
@@ -110,6 +121,34 @@ from .layers import MLP, FeedForward, TransformerBlock, nearest_features
 from .transformer import check_batch, is_self_query
 
 QUADRATURES = tuple(literal_values(OnoQuadrature))
+
+#: The authors' released Darcy model as ``ono`` hyperparameters (``models.ono_official`` in
+#: config/default.yaml): the README command ``--n-hidden 128 --n-heads 8 --n-layers 10 --attn_type
+#: nystrom --orth 1 --psi_dim 32 --mlp_ratio 2`` with ``ONOmodel2.ONO2`` and the ``nystrom-attention``
+#: package's defaults (256 landmarks, 6 pseudo-inverse iterations, residual kernel 33): 2,027,985
+#: parameters for one input and one output channel in 2D, the count the release prints.
+RELEASE_DARCY: dict[str, object] = {
+    "width": 128,
+    "n_layers": 10,
+    "n_heads": 8,
+    "ortho_dim": 32,
+    "ffn_ratio": 2.0,
+    "attention": "nystrom",
+    "num_landmarks": 256,
+    "pinv_iterations": 6,
+    "momentum": 0.9,
+    "quadrature": "sum",
+    "value_proj": False,
+    "ortho_ridge": 0.0,
+    "encoder_hidden": 256,
+    "head": "linear",
+    "init": "trunc_normal",
+    "qkv_bias": False,
+    "wq_bias": True,
+    "nystrom_conv": 33,
+    "nystrom_pad": True,
+    "nystrom_pinv": "batch",
+}
 
 
 def jittered_cholesky(c: Tensor, eps: float = 1e-6, max_tries: int = 8) -> Tensor:
@@ -150,6 +189,19 @@ def jittered_cholesky(c: Tensor, eps: float = 1e-6, max_tries: int = 8) -> Tenso
             )
             return L
     raise RuntimeError(f"ONO orthogonalisation: Cholesky failed even with jitter {jitter:.3g}; the features are degenerate")
+
+
+def _release_init(m: nn.Module) -> None:
+    """The release's ``_init_weights`` (``ONO2.initialize_weights``): every Linear weight drawn from
+    N(0, 0.02^2) truncated at +-2 (timm's ``trunc_normal_``, the same bounds as torch's), biases 0;
+    layer norms weight 1, bias 0. Everything else (the residual convolution, ``mu``) is left alone."""
+    if isinstance(m, nn.Linear):
+        nn.init.trunc_normal_(m.weight, std=0.02)
+        if m.bias is not None:
+            nn.init.zeros_(m.bias)
+    elif isinstance(m, nn.LayerNorm):
+        nn.init.ones_(m.weight)
+        nn.init.zeros_(m.bias)
 
 
 def _work_dtype(device: torch.device) -> torch.dtype:
@@ -239,17 +291,20 @@ class OrthogonalAttention(nn.Module):
         dropout: float = 0.0,
         eps: float = 1e-6,
         ridge: float = 1e-4,
+        wq_bias: bool = False,
+        linear_out: bool = False,
     ) -> None:
         super().__init__()
         if quadrature not in QUADRATURES:
             raise ConfigError(f"ONO quadrature must be one of {list(QUADRATURES)}, got {quadrature!r}")
         self.quadrature = quadrature
-        self.w_q = nn.Linear(width, ortho_dim, bias=False)
+        self.w_q = nn.Linear(width, ortho_dim, bias=wq_bias)
         self.ort = CholeskyWhitening(ortho_dim, momentum, eps, ridge)
         self.mu = nn.Parameter(torch.zeros(ortho_dim))
         self.w_v = nn.Linear(width, width, bias=False) if value_proj else nn.Identity()
         self.ln = nn.LayerNorm(width)
-        self.ffn = FeedForward(width, ffn_ratio, out_dim, act=act, dropout=dropout)
+        # the FFN of eq. 6, or (``linear_out``, the release's last stage) one Linear to the outputs
+        self.ffn = nn.Linear(width, out_dim) if linear_out else FeedForward(width, ffn_ratio, out_dim, act=act, dropout=dropout)
 
     def eigenfunctions(self, g: Tensor, mask: Tensor | None = None, g_query: Tensor | None = None) -> tuple[Tensor, Tensor | None]:
         """``psi = ort(g W_Q)`` at the input points and, with ``g_query``, ``g_query W_Q L^{-T}``."""
@@ -298,12 +353,26 @@ class ONO(OperatorModel):
         pinv_iterations: int,
         ortho_ridge: float,
         cholesky_eps: float,
+        encoder_hidden: int | None,
+        head: str,
+        init: str,
+        qkv_bias: bool,
+        wq_bias: bool,
+        nystrom_conv: int,
+        nystrom_pad: bool,
+        nystrom_pinv: str,
     ) -> None:
         super().__init__(in_channels, out_channels, coord_dim)  # values checked by OnoHparams
         self.width = width
-        self.encoder = MLP(coord_dim + in_channels, 2 * width, width, act=act)
+        self.encoder = MLP(coord_dim + in_channels, 2 * width, encoder_hidden or width, act=act)
+        nystrom = (
+            {"residual_conv": nystrom_conv, "pad_to_landmarks": nystrom_pad, "pinv_scale": nystrom_pinv} if attention == "nystrom" else {}
+        )
         self.blocks = nn.ModuleList(
-            TransformerBlock(width, n_heads, attention, ffn_ratio, dropout, act, num_landmarks=num_landmarks, pinv_iterations=pinv_iterations)
+            TransformerBlock(
+                width, n_heads, attention, ffn_ratio, dropout, act,
+                num_landmarks=num_landmarks, pinv_iterations=pinv_iterations, bias=qkv_bias, **nystrom,
+            )
             for _ in range(n_layers)
         )
         self.ortho = nn.ModuleList(
@@ -319,9 +388,13 @@ class ONO(OperatorModel):
                 dropout,
                 cholesky_eps,
                 ortho_ridge,
+                wq_bias,
+                linear_out=head == "linear" and i == n_layers - 1,
             )
             for i in range(n_layers)
         )
+        if init == "trunc_normal":
+            self.apply(_release_init)
 
     def forward(
         self,

@@ -217,3 +217,26 @@ def test_importing_config_and_cli_does_not_import_torch() -> None:
     code = "import sys, opflow.config, opflow.cli; print('torch' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=ROOT)
     assert out.stdout.strip() == "False"
+
+
+def test_optimizer_and_scheduler_choices_for_the_fno_recipe() -> None:
+    """Defaults stay AdamW + OneCycle (the ONO protocol); FNO's recipe is Adam + StepLR halving
+    every 100 epochs, set per model and checked like every other key."""
+    d = TrainConfig()
+    assert (d.optimizer, d.scheduler, d.step_size, d.gamma) == ("adamw", "onecycle", 100, 0.5)
+    cfg = tiny_config()
+    cfg["models"]["fno"] = {"arch": "fno", "training": {"optimizer": "adam", "scheduler": "step", "batch_size": 20, "weight_decay": 1.0e-4}}
+    t = train_config(cfg, "toy", "fno")
+    assert (t.optimizer, t.scheduler, t.step_size, t.gamma, t.batch_size, t.weight_decay) == ("adam", "step", 100, 0.5, 20, 1e-4)
+    assert train_config(cfg, "toy", "mlp").optimizer == "adamw"  # only that model
+    for bad, msg in [
+        ({"optimizer": "sgd"}, r"^training\.optimizer: 'sgd' is not one of \['adamw', 'adam'\]"),
+        ({"scheduler": "cosine"}, r"^training\.scheduler: 'cosine' is not one of \['onecycle', 'step'\]"),
+        ({"gamma": 1.0}, r"^training\.gamma: 1\.0 must be < 1"),
+        ({"step_size": 0}, r"^training\.step_size: 0 must be >= 1"),
+    ]:
+        with pytest.raises(ConfigError, match=msg):
+            check_learning_config(deep_merge(cfg, {"training": bad}))
+    # the choices change the trained weights, so they are part of the run hash
+    base = resolve_run(cfg, "toy", "mlp")
+    assert resolve_run(deep_merge(cfg, {"training": {"scheduler": "step"}}), "toy", "mlp")["hash"] != base["hash"]

@@ -8,7 +8,10 @@ import numpy as np
 import pytest
 import torch
 
+from opflow.data.errors import ConfigError
 from opflow.metrics import (
+    central_differences,
+    gradient_loss,
     mse_loss,
     rel_l2_loss,
     relative_h1,
@@ -131,3 +134,83 @@ def test_loss_dispatch_errors() -> None:
 def test_summary() -> None:
     s = summary([1.0, 2.0, 3.0, 10.0])
     assert s == {"mean": 4.0, "median": 2.5, "std": pytest.approx(np.std([1, 2, 3, 10])), "max": 10.0, "n": 4}
+
+
+# ---------------------------------------------------------------------------------------------
+# the derivative regulariser (grad_weight, grad_form)
+
+
+def _release_grad_terms(pred: torch.Tensor, true: torch.Tensor, s: int) -> torch.Tensor:
+    """The ONO Darcy script's deriv_loss per sample, restated with loops: the prediction's boundary
+    ring zeroed, zeros outside the grid, (f(i+1) - f(i-1)) / 2h per axis, relative L2 of each axis."""
+    out = []
+    for b in range(pred.shape[0]):
+        p = pred[b, :, 0].reshape(s, s).clone()
+        p[0, :] = p[-1, :] = p[:, 0] = p[:, -1] = 0
+        u = true[b, :, 0].reshape(s, s)
+        total = 0.0
+        for axis in (0, 1):
+            def d(f: torch.Tensor) -> torch.Tensor:
+                g = torch.zeros(s + 2, s + 2, dtype=f.dtype)
+                g[1:-1, 1:-1] = f
+                return (g[2:, 1:-1] - g[:-2, 1:-1]) * s / 2 if axis == 0 else (g[1:-1, 2:] - g[1:-1, :-2]) * s / 2
+            total += float((d(p) - d(u)).norm() / d(u).norm())
+        out.append(total)
+    return torch.tensor(out, dtype=torch.float64)
+
+
+def test_central_differences_by_hand() -> None:
+    v = t([1.0, 4.0, 9.0, 16.0]).reshape(1, 4, 1)  # one axis of 4 nodes, zeros outside
+    (d,) = central_differences(v, (4,))
+    assert d.flatten().tolist() == [2.0, 4.0, 6.0, -4.5]
+
+
+def test_gradient_loss_is_the_release_darcy_regulariser() -> None:
+    g = torch.Generator().manual_seed(0)
+    s = 9
+    true, pred = torch.randn(3, s * s, 1, generator=g, dtype=torch.float64), torch.randn(3, s * s, 1, generator=g, dtype=torch.float64)
+    want = _release_grad_terms(pred, true, s).mean()
+    assert gradient_loss("central", pred, true, (s, s)).item() == pytest.approx(float(want), rel=1e-12)
+    total = training_loss("rel_l2", pred, true, grid_shape=(s, s), grad_weight=0.1)
+    assert total.item() == pytest.approx(float(rel_l2_loss(pred, true) + 0.1 * want), rel=1e-12)
+
+
+def test_gradient_loss_vanishes_for_the_truth_with_zero_boundary_and_sees_the_ring() -> None:
+    s = 7
+    x = torch.linspace(0, 1, s, dtype=torch.float64)
+    b = x * (1 - x)
+    u = (b[:, None] * b[None, :]).reshape(1, -1, 1)  # exactly zero on the boundary
+    assert gradient_loss("central", u, u, (s, s)).item() == 0.0
+    assert gradient_loss("central", u + 1.0, u, (s, s)).item() > 0.1  # the ring is zeroed: a shift inside still shows
+    ring_only = u.clone().reshape(s, s)
+    ring_only[0] = 5.0
+    assert gradient_loss("central", ring_only.reshape(1, -1, 1), u, (s, s)).item() == 0.0  # the prediction's ring is ignored
+
+
+def test_zero_grad_weight_is_bit_identical_and_errors_are_named() -> None:
+    g = torch.Generator().manual_seed(1)
+    p, u = torch.randn(2, 16, 1, generator=g), torch.randn(2, 16, 1, generator=g)
+    assert torch.equal(training_loss("rel_l2", p, u, grid_shape=(4, 4), grad_weight=0.0), rel_l2_loss(p, u))
+    with pytest.raises(ValueError, match="needs grid data"):
+        training_loss("rel_l2", p, u, grad_weight=0.1)
+    mask = torch.ones(2, 16, dtype=torch.bool)
+    mask[1, -1] = False
+    with pytest.raises(ValueError, match="complete grids"):
+        training_loss("rel_l2", p, u, mask=mask, grid_shape=(4, 4), grad_weight=0.1)
+    with pytest.raises(ValueError, match="unknown grad_form"):
+        gradient_loss("h2", p, u, (4, 4))
+
+
+def test_grad_settings_in_the_config() -> None:
+    from opflow.config import TrainConfig, run_identity
+
+    assert TrainConfig.from_dict({}).grad_weight == 0.0
+    with pytest.raises(ConfigError, match="needs loss_space: physical"):
+        TrainConfig.from_dict({"grad_weight": 0.1, "loss_space": "normalized"})
+    with pytest.raises(ConfigError, match="grad_form"):
+        TrainConfig.from_dict({"grad_form": "spectral"})
+    base = {"dataset": "d", "model": "m", "model_config": {}, "task": {}, "data": {}}
+    off = run_identity({**base, "training": TrainConfig.from_dict({}).to_dict()})
+    assert "grad_weight" not in off["training"] and "grad_form" not in off["training"]  # hashes of earlier runs kept
+    on = run_identity({**base, "training": TrainConfig.from_dict({"grad_weight": 0.1}).to_dict()})
+    assert on["training"]["grad_weight"] == 0.1 and on["training"]["grad_form"] == "central"

@@ -313,7 +313,8 @@ def test_navier_stokes_defaults_are_the_fno_protocol() -> None:
     g = NavierStokes.from_config({})
     p = g.params
     assert (p.nu, p.t_final, p.record_every, p.t_record_start) == (1e-5, 20.0, 1.0, 0.0)
-    assert (p.resolution, p.store_resolution, p.scheme, p.dt, p.forcing) == (256, 64, "fno", 1e-4, "fno")
+    # the scheme of config/default.yaml (etdrk4, CFL-bounded); dt is the fixed step of scheme fno
+    assert (p.resolution, p.store_resolution, p.scheme, p.cfl, p.dt_max, p.dt, p.forcing) == (256, 64, "etdrk4", 0.5, 0.02, 1e-4, "fno")
     assert (p.ic_alpha, p.ic_tau, p.ic_sigma, p.ic_convention) == (2.5, 7.0, 7**1.5, "fno2020")
     assert g.dims() == {"t": 21, "x": 64, "y": 64}
     c = g.coords()

@@ -31,6 +31,9 @@ mesh        fields on per-sample point clouds, e.g. ``stress(sample, node)`` at
 window      trajectories ``f(sample, t, x, y)``: ``history`` frames as channels -> next frame,
             rollout at test, per-frame statistics (:mod:`.trajectory` -> :mod:`opflow.data.trajectory`)
 one_step    trajectories: frame ``input_frame`` -> frame ``output_frame`` (the same modules)
+inverse     a grid file's inputs and outputs swapped: noisy solution on the fine grid -> the
+            coefficient block-averaged onto a coarse grid (:mod:`.inverse` ->
+            :class:`opflow.data.inverse.InverseDataset`)
 ==========  ======================================================================================
 
 Parameters (only those of the chosen kind are accepted):
@@ -41,6 +44,8 @@ Parameters (only those of the chosen kind are accepted):
   ``first + k`` to ``last``). See :mod:`opflow.data.trajectory` for the index mapping of the FNO
   "10 -> 10" protocol and the ONO time-generalisation split.
 * ``one_step``: ``input_frame`` (default 0) and ``output_frame`` (default 1).
+* ``inverse``: ``factor`` (coarse grid ceil(n / factor) per axis, default 1), ``noise`` (eps,
+  default 0) and ``noise_seed`` (default 0).
 
 Per-sample inputs without the point dimension (scalars such as Lorenz-63's ``y0, z0`` or vectors
 such as the elasticity ``radius_code``) become the batch's ``globals (B, g)`` in every view that
@@ -77,6 +82,7 @@ from ..view_spec import View, parse_view
 from .auto import infer_view_kind
 from .base import PURPOSES, ViewKind
 from .grid import GridKind
+from .inverse import InverseKind
 from .points import MeshKind, SeriesKind
 from .registry import AUTO, get_kind, kind_of, register, registered_kinds, unregister
 from .trajectory import OneStepKind, WindowKind
@@ -119,6 +125,7 @@ register(SeriesKind())
 register(MeshKind())
 register(WindowKind())
 register(OneStepKind())
+register(InverseKind())
 
 __all__ = [
     "PURPOSES",

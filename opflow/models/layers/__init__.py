@@ -1,4 +1,5 @@
-"""Layers shared by the operator models: the attention kernel library and point-wise MLP blocks.
+"""Layers shared by the operator models: the attention kernel library, point-wise MLP blocks
+and the FNO spectral convolution (:class:`SpectralConv`, :mod:`opflow.models.layers.spectral`).
 
 Models select an attention kernel by name (``KERNELS``) through :class:`MultiHeadAttention` or the
 pre-LN :class:`TransformerBlock`; see :mod:`opflow.models.layers.attention` for the formulas.
@@ -12,6 +13,7 @@ from .attention import (
     nearest_features,
 )
 from .mlp import ACTIVATIONS, MLP, FeedForward, activation
+from .spectral import SpectralConv
 
 __all__ = [
     "ACTIVATIONS",
@@ -19,6 +21,7 @@ __all__ = [
     "MLP",
     "FeedForward",
     "MultiHeadAttention",
+    "SpectralConv",
     "TransformerBlock",
     "activation",
     "check_kernel",

@@ -49,13 +49,20 @@ Kernels (``KERNELS``), name -> formula:
   sample, in their order, are cut into ``m`` contiguous segments of near-equal size
   (``segment = floor(rank * m / n)``), so padding never changes the landmarks; with ``n <= m`` every
   point is its own landmark and the kernel is exact softmax attention. Quadrature weights are not
-  supported. (The released Nystromformer adds a depth-wise convolution of V along the sequence; it
-  depends on the point order and is not part of the kernel here.)
+  supported. The ``nystrom-attention`` package (used by the ONO authors' release) differs in three
+  ways, each an option here (``pad_to_landmarks``, ``pinv_scale="batch"`` and
+  :class:`MultiHeadAttention`'s ``residual_conv``): it front-pads the sequence with zero tokens to a
+  multiple of ``m`` (:func:`padded_segment_means`), scales ``Z_0`` by norms over the whole batch,
+  and adds a depth-wise convolution of V along the point sequence (it depends on the point order).
 
 :class:`MultiHeadAttention` wraps a kernel with the Q/K/V/output projections, optional coordinates
 concatenated to every head (Cao 2021, section 4), and the per-head layer norms of the Galerkin and
-Fourier kernels. :class:`TransformerBlock` is the pre-LN block
-``x <- x + Attn(LN(x)); x <- x + FFN(LN(x))`` (ONO paper eq. 3).
+Fourier kernels (``head_norm``: the kernel's own pair, none -- the "regular LN" models of Cao 2021,
+eq. 7, normalise the block instead -- or (Q, K) / (K, V) for any kernel, the paper's softmax
+ablations). ``init_gain`` / ``init_diagonal`` give W_q, W_k, W_v the diagonally dominant
+initialisation of Cao 2021, eq. 17: ``W = eta U + delta I``, U Xavier-uniform with gain 1, biases 0.
+:class:`TransformerBlock` is the pre-LN block ``x <- x + Attn(LN(x)); x <- x + FFN(LN(x))`` (ONO
+paper eq. 3).
 """
 
 from __future__ import annotations
@@ -66,7 +73,7 @@ from torch import Tensor, nn
 
 from opflow.data.errors import ConfigError
 
-from ..hparams import KERNELS
+from ..hparams import HEAD_NORMS, KERNELS
 from .mlp import FeedForward
 
 # KERNELS (name -> formula) is defined with the other enumerations in opflow.models.hparams
@@ -211,17 +218,26 @@ def segment_means(x: Tensor, mask: Tensor | None, m: int) -> tuple[Tensor, Tenso
     return sums[:, :, :m] / counts.clamp_min(1)[:, None, :, None], counts > 0
 
 
-def iterative_pinv(a: Tensor, iterations: int = 6) -> Tensor:
+def iterative_pinv(a: Tensor, iterations: int = 6, scale: str = "matrix") -> Tensor:
     """Moore-Penrose pseudo-inverse of each matrix in ``a (..., m, m)`` by the Nystromformer iteration.
 
     ``Z_0 = A^T / (max_j sum_i |A_ij| * max_i sum_j |A_ij|)``, then
     ``Z <- Z (13 I - A Z (15 I - A Z (7 I - A Z))) / 4`` (Razavi et al. 2014; Xiong et al. 2021 eq. 16).
-    Zero rows/columns of ``a`` stay zero in ``Z``.
+    Zero rows/columns of ``a`` stay zero in ``Z``. ``scale="matrix"``: the two norms of each matrix
+    (samples never influence each other); ``scale="batch"``: the largest column sum and the largest
+    row sum over the whole tensor (every sample and head), as the ``nystrom-attention`` package
+    (used by the ONO authors' release) computes them, so that with few iterations a sample's result
+    depends on its batch mates.
     """
     absa = a.abs()
-    norm1 = absa.sum(-2).amax(-1)  # max column sum
-    norminf = absa.sum(-1).amax(-1)  # max row sum
-    z = a.mT / (norm1 * norminf).clamp_min(torch.finfo(a.dtype).tiny)[..., None, None]
+    if scale == "batch":
+        norm1, norminf = absa.sum(-2).amax(), absa.sum(-1).amax()
+    elif scale == "matrix":
+        norm1 = absa.sum(-2).amax(-1)[..., None, None]  # max column sum
+        norminf = absa.sum(-1).amax(-1)[..., None, None]  # max row sum
+    else:
+        raise ConfigError(f"pseudo-inverse scale must be 'matrix' or 'batch', got {scale!r}")
+    z = a.mT / (norm1 * norminf).clamp_min(torch.finfo(a.dtype).tiny)
     eye = torch.eye(a.shape[-1], dtype=a.dtype, device=a.device)
     for _ in range(iterations):
         az = a @ z
@@ -241,6 +257,47 @@ def _masked_softmax(logits: Tensor, col_mask: Tensor | None, row_mask: Tensor | 
     return p
 
 
+def padded_segment_means(x: Tensor, mask: Tensor | None, m: int) -> tuple[Tensor, Tensor]:
+    """Landmarks of the ``nystrom-attention`` package: segment means of a sequence front-padded with zeros.
+
+    ``x (B, H, N, d)``, ``mask (B, N)``. Each sample's ``n`` real points, in order, are preceded by
+    ``P = ceil(n / m) m - n`` zero tokens, the ``ceil(n / m) m`` tokens are cut into ``m`` segments
+    of ``l = ceil(n / m)`` tokens, and a landmark is its segment's sum divided by ``l`` (zero tokens
+    included: the first segments are zero or shrunk towards zero). Without a mask this is the
+    package's computation (which pads the whole sequence); with a mask each sample is padded as if
+    it were alone, so that padded points still never change the result. Returns the landmarks
+    ``(B, H, m, d)`` and ``P`` per sample ``(B,)``.
+    """
+    B, H, N, d = x.shape
+    if mask is None:
+        seg_len = -(-N // m)
+        pad = seg_len * m - N
+        means = F.pad(x, (0, 0, pad, 0)).view(B, H, m, seg_len, d).sum(3) / seg_len
+        return means, torch.full((B,), pad, dtype=torch.long, device=x.device)
+    n = mask.sum(-1)
+    seg_len = ((n + m - 1) // m).clamp_min(1)
+    pad = seg_len * m - n
+    rank = mask.long().cumsum(-1) - 1
+    seg = torch.where(mask, (rank + pad[:, None]) // seg_len[:, None], torch.full_like(rank, m))
+    sums = x.new_zeros(B, H, m + 1, d).scatter_add_(2, seg[:, None, :, None].expand(B, H, N, d), x)
+    return sums[:, :, :m] / seg_len.to(x.dtype)[:, None, None, None], pad
+
+
+def _zero_key_share(logits: Tensor, col_mask: Tensor | None, n_zero: Tensor) -> tuple[Tensor, Tensor]:
+    """Softmax over the last axis as if ``n_zero (B,)`` more keys of logit 0 were there, their columns left out.
+
+    The zero tokens of :func:`padded_segment_means` are keys with ``k = 0`` (logit 0) and ``v = 0``:
+    they only enlarge each row's softmax denominator, by ``n_zero exp(0)``. Returned as the plain
+    softmax over the real keys and the factor of each row, ``sum_j e^{s_j} / (sum_j e^{s_j} + P)
+    = sigmoid(logsumexp(s) - log P)`` ``(B, H, rows, 1)``, to be applied to the (smaller) product
+    with the values.
+    """
+    if col_mask is not None:
+        logits = logits.masked_fill(~col_mask[:, None, None, :], torch.finfo(logits.dtype).min)
+    share = torch.sigmoid(torch.logsumexp(logits, -1, keepdim=True) - n_zero.to(logits.dtype).log()[:, None, None, None])
+    return logits.softmax(-1), share
+
+
 def nystrom_attention(
     q: Tensor,
     k: Tensor,
@@ -250,21 +307,36 @@ def nystrom_attention(
     num_landmarks: int = 64,
     pinv_iterations: int = 6,
     scale: float | None = None,
+    pad_to_landmarks: bool = False,
+    pinv_scale: str = "matrix",
 ) -> Tensor:
     """Nystromformer (Xiong et al. 2021, eq. 15) with mask-exact segment-mean landmarks.
 
     ``query_mask`` marks the real queries for the query landmarks (self-attention: pass the key mask).
+    ``pad_to_landmarks``: the landmarks of the ``nystrom-attention`` package instead
+    (:func:`padded_segment_means`: zero tokens in front up to a multiple of ``num_landmarks``,
+    segments of equal length, every landmark real), the zero keys also entering the softmax over the
+    keys. ``pinv_scale``: :func:`iterative_pinv`'s initial scaling, per matrix or over the batch.
     """
     dtype = q.dtype
     q, k, v = _upcast(q, k, v)
     s = scale if scale is not None else q.shape[-1] ** -0.5
     q = q * s
-    q_l, q_lmask = segment_means(q, query_mask, num_landmarks)
-    k_l, k_lmask = segment_means(k, key_mask, num_landmarks)
-    kernel_1 = _masked_softmax(q @ k_l.mT, k_lmask, None)  # (B, H, M, m)
-    kernel_2 = _masked_softmax(q_l @ k_l.mT, k_lmask, q_lmask)  # (B, H, m, m)
-    kernel_3 = _masked_softmax(q_l @ k.mT, key_mask, q_lmask)  # (B, H, m, N)
-    out = kernel_1 @ (iterative_pinv(kernel_2, pinv_iterations) @ (kernel_3 @ v))
+    if pad_to_landmarks:
+        q_l, _ = padded_segment_means(q, query_mask, num_landmarks)
+        k_l, n_zero = padded_segment_means(k, key_mask, num_landmarks)
+        kernel_1 = (q @ k_l.mT).softmax(-1)  # (B, H, M, m)
+        kernel_2 = (q_l @ k_l.mT).softmax(-1)  # (B, H, m, m)
+        kernel_3, share = _zero_key_share(q_l @ k.mT, key_mask, n_zero)  # (B, H, m, N), (B, H, m, 1)
+        kv = (kernel_3 @ v) * share
+    else:
+        q_l, q_lmask = segment_means(q, query_mask, num_landmarks)
+        k_l, k_lmask = segment_means(k, key_mask, num_landmarks)
+        kernel_1 = _masked_softmax(q @ k_l.mT, k_lmask, None)  # (B, H, M, m)
+        kernel_2 = _masked_softmax(q_l @ k_l.mT, k_lmask, q_lmask)  # (B, H, m, m)
+        kernel_3 = _masked_softmax(q_l @ k.mT, key_mask, q_lmask)  # (B, H, m, N)
+        kv = kernel_3 @ v
+    out = kernel_1 @ (iterative_pinv(kernel_2, pinv_iterations, pinv_scale) @ kv)
     return out.to(dtype)
 
 
@@ -293,6 +365,20 @@ class MultiHeadAttention(nn.Module):
     the coordinates are concatenated to every head's q, k and v after the per-head layer norms
     (Cao 2021, section 4); the kernel runs per head; heads are concatenated and mapped back to
     ``dim`` by ``W_o``, followed by dropout. Outputs at masked queries are set to zero.
+
+    ``head_norm`` (:data:`~opflow.models.hparams.HEAD_NORMS`): ``auto`` = (K, V) for ``galerkin``,
+    (Q, K) for ``fourier``, none for the other kernels; ``none``; ``qk``; ``kv``. With
+    ``init_gain = eta`` (not None) W_q, W_k and W_v are each set to ``eta U + delta I`` (Cao 2021,
+    eq. 17; ``delta = init_diagonal``, U Xavier-uniform with gain 1, ``I`` the identity, rectangular
+    if ``head_dim * n_heads != dim``) and their biases to zero; W_o keeps PyTorch's default.
+
+    ``bias``: biases of W_q, W_k, W_v (W_o always has one). Options of the ``nystrom-attention``
+    package (the NN block of the ONO authors' release): ``residual_conv = K`` (odd, 0 = none) adds
+    to the kernel output, per head, a depth-wise convolution of the queries' values along the
+    point sequence (``Conv2d(n_heads, n_heads, (K, 1), padding=(K // 2, 0), groups=n_heads,
+    bias=False)`` on ``v (B, H, N, d)``, the package's ``res_conv``; masked points enter as zeros;
+    in cross-attention the values of the query tokens, ``x W_v``); ``pad_to_landmarks`` and
+    ``pinv_scale`` are passed to :func:`nystrom_attention`.
     """
 
     def __init__(
@@ -308,9 +394,20 @@ class MultiHeadAttention(nn.Module):
         num_landmarks: int = 64,
         pinv_iterations: int = 6,
         norm_eps: float = 1e-5,
+        head_norm: str = "auto",
+        init_gain: float | None = None,
+        init_diagonal: float = 0.0,
+        residual_conv: int = 0,
+        pad_to_landmarks: bool = False,
+        pinv_scale: str = "matrix",
     ) -> None:
         super().__init__()
         self.kernel = check_kernel(kernel)
+        if residual_conv < 0 or (residual_conv and residual_conv % 2 == 0):
+            raise ConfigError(f"residual_conv must be 0 (none) or an odd kernel size, got {residual_conv}")
+        if pinv_scale not in ("matrix", "batch"):
+            raise ConfigError(f"pinv_scale must be 'matrix' or 'batch', got {pinv_scale!r}")
+        self.pad_to_landmarks, self.pinv_scale = pad_to_landmarks, pinv_scale
         if head_dim is None:
             if dim % n_heads:
                 raise ConfigError(f"attention width {dim} is not divisible by n_heads={n_heads}; pick n_heads dividing {dim}")
@@ -324,12 +421,50 @@ class MultiHeadAttention(nn.Module):
         self.to_kv = nn.Linear(context_dim or dim, 2 * inner, bias=bias)
         self.to_out = nn.Linear(n_heads * (head_dim + pos_dim), dim)
         self.dropout = nn.Dropout(dropout)
-        normed = {"galerkin": ("k", "v"), "fourier": ("q", "k")}.get(kernel, ())
+        if head_norm not in HEAD_NORMS:
+            raise ConfigError(f"unknown head_norm {head_norm!r}; allowed: {list(HEAD_NORMS)}")
+        auto = {"galerkin": "kv", "fourier": "qk"}.get(kernel, "none")
+        normed = {"none": (), "qk": ("q", "k"), "kv": ("k", "v")}[auto if head_norm == "auto" else head_norm]
         self.norms = nn.ModuleDict({name: _HeadNorm(n_heads, head_dim, norm_eps) for name in normed})
+        self.res_conv = (
+            nn.Conv2d(n_heads, n_heads, (residual_conv, 1), padding=(residual_conv // 2, 0), groups=n_heads, bias=False) if residual_conv else None
+        )
+        if init_gain is not None:
+            self.reset_qkv(init_gain, init_diagonal)
+
+    @torch.no_grad()
+    def reset_qkv(self, gain: float, diagonal: float) -> None:
+        """Cao 2021, eq. 17: each of W_q, W_k, W_v <- ``gain * U + diagonal * I``, biases <- 0.
+
+        U is Xavier-uniform with gain 1 for that matrix alone (entries ~ U(-sqrt(6 / (fan_in +
+        fan_out)), +...), i.e. U(-sqrt(3/d), sqrt(3/d)) for a square d x d matrix, as in the paper).
+        """
+        inner = self.n_heads * self.head_dim
+        for lin, chunks in ((self.to_q, 1), (self.to_kv, 2)):
+            for w in lin.weight.split(inner, dim=0)[:chunks]:
+                nn.init.xavier_uniform_(w, gain=1.0)
+                w.mul_(gain).add_(diagonal * torch.eye(*w.shape, dtype=w.dtype, device=w.device))
+            if lin.bias is not None:
+                lin.bias.zero_()
 
     def _split(self, t: Tensor) -> Tensor:
         B, N, _ = t.shape
         return t.view(B, N, self.n_heads, self.head_dim).transpose(1, 2)
+
+    def _query_values(self, x: Tensor, pos: Tensor | None) -> Tensor:
+        """``x W_v`` per head (with the V head norm and coordinates, as for the keys): the values of the query tokens."""
+        v = self._split(self.to_kv(x).chunk(2, dim=-1)[1])
+        if "v" in self.norms:
+            v = self.norms["v"](v)
+        if self.pos_dim:
+            v = torch.cat([v, pos[:, None].expand(-1, self.n_heads, -1, -1)], -1)
+        return v
+
+    def _residual_conv(self, v: Tensor, mask: Tensor | None) -> Tensor:
+        """The ``nystrom-attention`` package's residual: depth-wise convolution of ``v (B, H, N, e)`` along the points."""
+        if mask is not None:
+            v = v * mask[:, None, :, None].to(v.dtype)
+        return self.res_conv(v)
 
     def forward(
         self,
@@ -381,7 +516,11 @@ class MultiHeadAttention(nn.Module):
         elif kern in ("galerkin", "fourier"):
             out = galerkin_attention(q, k, v, mask, weights)
         else:
-            out = nystrom_attention(q, k, v, mask, query_mask, self.num_landmarks, self.pinv_iterations)
+            out = nystrom_attention(
+                q, k, v, mask, query_mask, self.num_landmarks, self.pinv_iterations, pad_to_landmarks=self.pad_to_landmarks, pinv_scale=self.pinv_scale
+            )
+        if self.res_conv is not None:
+            out = out + self._residual_conv(v if self_attention else self._query_values(x, pos), query_mask)
         B, _, M, _ = out.shape
         out = self.dropout(self.to_out(out.transpose(1, 2).reshape(B, M, -1)))
         if query_mask is not None:
@@ -454,6 +593,7 @@ __all__ = [
     "nearest_features",
     "normalized_attention",
     "nystrom_attention",
+    "padded_segment_means",
     "segment_means",
     "softmax_attention",
 ]

@@ -115,7 +115,7 @@ def grid_file(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def test_builtin_kinds_are_registered_in_order() -> None:
-    assert registered_kinds() == ("grid", "series", "mesh", "window", "one_step")
+    assert registered_kinds() == ("grid", "series", "mesh", "window", "one_step", "inverse")
     for name in registered_kinds():
         k = get_kind(name)
         assert isinstance(k, ViewKind) and k.name == name
@@ -149,11 +149,11 @@ def test_registration_is_checked() -> None:
         Nameless.__bases__[0]()  # type: ignore[abstract]  # the interface itself: dataset is abstract
     with pytest.raises(KeyError, match="is not registered"):
         unregister("nope")
-    assert registered_kinds() == ("grid", "series", "mesh", "window", "one_step")
+    assert registered_kinds() == ("grid", "series", "mesh", "window", "one_step", "inverse")
 
 
 def test_unknown_kinds_name_the_registered_ones(grid_file: Path) -> None:
-    with pytest.raises(ConfigError, match=r"view.kind: 'gird' is not one of \['auto', 'grid', 'series', 'mesh', 'window', 'one_step'\]"):
+    with pytest.raises(ConfigError, match=r"view.kind: 'gird' is not one of \['auto', 'grid', 'series', 'mesh', 'window', 'one_step', 'inverse'\]"):
         make_dataset(grid_file, "train", None, {"kind": "gird"})
     with pytest.raises(ConfigError, match=r"datasets.d.view.kind: 'x' is not one of"):
         parse_view("x", "datasets.d.view")
@@ -234,7 +234,7 @@ def test_a_kind_registered_from_a_test_module_works_through_make_dataset(toy: St
     assert parse_view({"kind": TOY, "stride": 4}) == StrideView(stride=4)
     with pytest.raises(ConfigError, match=r"view\.stride: 0 must be >= 1"):
         make_dataset(grid_file, "train", None, {"kind": TOY, "stride": 0})
-    with pytest.raises(ConfigError, match=rf"'gird' is not one of \[.*'one_step', '{TOY}'\]"):
+    with pytest.raises(ConfigError, match=rf"'gird' is not one of \[.*'one_step', 'inverse', '{TOY}'\]"):
         parse_view("gird")
     # batches: the loader takes the kind's collate
     loader, _, _ = make_loader(ds, 4, shuffle=False)

@@ -1,0 +1,143 @@
+"""FNO, the Fourier Neural Operator (Li, Kovachki, Azizzadenesheli, Liu, Bhattacharya, Stuart,
+Anandkumar, "Fourier Neural Operator for Parametric Partial Differential Equations", ICLR 2021;
+arXiv 2010.08895, Section 4 and Figure 2), in 1, 2 (or 3) grid dimensions.
+
+On a regular grid, with ``a`` the input features and ``x`` the point coordinates::
+
+    v_0(x)     = P [a(x), x]                                  (lifting, a linear map to ``width``)
+    v_{l+1}(x) = sigma( W_l v_l(x) + (K_l v_l)(x) ),  l = 0 .. L-1   (eq. 2; no sigma after the last)
+    u(x)       = Q_2 sigma(Q_1 v_L(x))                        (projection width -> proj_width -> out)
+
+``K_l`` is the spectral convolution of eq. (4)-(5), :class:`opflow.models.layers.SpectralConv`
+(the project's only one): low Fourier modes multiplied by complex weights, all other modes dropped;
+``W_l`` is a point-wise linear map (a 1 x 1 convolution with bias) and ``sigma`` the activation
+(GELU, as in the released code; the paper and the Galerkin paper's Table 5 say ReLU: ``act``).
+The coordinates enter the lifting as extra channels, as in the released code (``[a(x), x]``).
+
+``padding``: for non-periodic problems the released code appends zeros to the end of every grid
+axis after the lifting (9 points for Darcy) and crops them before the projection, so that the
+periodic FFT does not wrap the boundary values onto each other; ``padding: 0`` (the default)
+treats the grid as periodic.
+
+Parameters (real and imaginary parts counted separately, as in the published counts):
+``(c_in + d) w + w`` (lifting) ``+ L (2^(d-1) 2 w^2 prod(modes) + w^2 + w)`` ``+ w p + p + p c_out + c_out``;
+2,368,001 for the Darcy network (d = 2, 12 modes, w = 32, L = 4, p = 128, c_in = 1) and 549,569 for
+the Burgers FNO1d (16 modes, w = 64), the numbers of the Galerkin Transformer paper's Table 5.
+
+Data layout (the model contract of :mod:`opflow.models.base`): points are a row-major grid of
+shape ``grid_shape`` (required in 2D and 3D; a 1D model takes the ``N`` points of a series as its
+grid when ``grid_shape`` is None). The outputs are at the input grid points: ``query`` must be
+None or equal to ``coords``, and a ``mask`` must be all True (FNO has no notion of missing grid
+points). Because the spectral weights act on Fourier modes, one trained model runs on any grid
+resolution (discretisation invariance; on grids too coarse for ``modes`` the missing modes are
+dropped, see :mod:`opflow.models.layers.spectral`).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+import torch
+from torch import Tensor, nn
+from torch.nn import functional as F
+
+from opflow.data.errors import ConfigError
+
+from .base import OperatorModel, register
+from .layers import SpectralConv, activation
+from .transformer import check_batch, is_self_query
+
+
+def as_modes(modes: int | Sequence[int], ndim: int) -> tuple[int, ...]:
+    """``modes`` as one count per grid axis: an int is repeated ``ndim`` times; a list must have ``ndim`` entries."""
+    if isinstance(modes, int):
+        return (modes,) * ndim
+    out = tuple(int(m) for m in modes)
+    if len(out) != ndim:
+        raise ConfigError(f"modes {list(out)} has {len(out)} entries but the data have {ndim} grid dimension(s); give one per axis or a single int")
+    return out
+
+
+class FourierLayer(nn.Module):
+    """``v -> K v + W v`` on ``(B, width, *grid)`` (activation applied by the caller)."""
+
+    def __init__(self, width: int, modes: Sequence[int]) -> None:
+        super().__init__()
+        self.spectral = SpectralConv(width, width, modes)
+        self.pointwise = nn.Conv1d(width, width, 1)
+
+    def forward(self, v: Tensor) -> Tensor:
+        return self.spectral(v) + self.pointwise(v.flatten(2)).view_as(v)
+
+
+@register("fno")
+class FNO(OperatorModel):
+    """Lifting + ``n_layers`` Fourier layers + two-layer projection (module docstring).
+
+    The number of grid dimensions is ``coord_dim`` (1, 2 or 3).
+    """
+
+    def __init__(
+        self,
+        in_channels: int,
+        out_channels: int,
+        coord_dim: int,
+        *,
+        modes: int | Sequence[int],
+        width: int,
+        n_layers: int,
+        proj_width: int,
+        act: str,
+        padding: int,
+    ) -> None:
+        super().__init__(in_channels, out_channels, coord_dim)
+        if not 1 <= coord_dim <= 3:
+            raise ConfigError(f"fno works on 1, 2 or 3 grid dimensions; the data have {coord_dim}")
+        self.modes = as_modes(modes, coord_dim)
+        self.width, self.padding = width, padding
+        self.lift = nn.Linear(in_channels + coord_dim, width)
+        self.layers = nn.ModuleList(FourierLayer(width, self.modes) for _ in range(n_layers))
+        self.act = activation(act)
+        self.proj = nn.Sequential(nn.Linear(width, proj_width), activation(act), nn.Linear(proj_width, out_channels))
+
+    def grid_of(self, n_points: int, grid_shape: Sequence[int] | None) -> tuple[int, ...]:
+        """The grid the points form: ``grid_shape``, or ``(N,)`` for a 1D series without one."""
+        if grid_shape is None:
+            if self.coord_dim == 1:
+                return (n_points,)
+            raise ValueError(f"fno in {self.coord_dim}D needs grid_shape (the points must be a row-major regular grid)")
+        grid = tuple(int(s) for s in grid_shape)
+        if len(grid) != self.coord_dim or math.prod(grid) != n_points:
+            raise ValueError(f"grid_shape={grid} does not match {n_points} points in {self.coord_dim} dimension(s)")
+        return grid
+
+    def forward(
+        self,
+        coords: Tensor,
+        inputs: Tensor,
+        query: Tensor | None = None,
+        mask: Tensor | None = None,
+        grid_shape: tuple[int, ...] | None = None,
+    ) -> Tensor:
+        check_batch(self, coords, inputs, query, mask)
+        if not is_self_query(coords, query):
+            raise ValueError("fno predicts at its input grid points: query must be None or equal to coords")
+        if mask is not None and not bool(mask.all()):
+            raise ValueError("fno needs every grid point: the mask has padded points (use a point-cloud model for meshes)")
+        b, n, _ = inputs.shape
+        grid = self.grid_of(n, grid_shape)
+        v = self.lift(torch.cat([inputs, coords.to(inputs.dtype)], -1))  # (B, N, w)
+        v = v.transpose(1, 2).reshape(b, self.width, *grid)
+        if self.padding:
+            v = F.pad(v, [0, self.padding] * len(grid))
+        for i, layer in enumerate(self.layers):
+            v = layer(v)
+            if i + 1 < len(self.layers):
+                v = self.act(v)
+        if self.padding:
+            v = v[(slice(None), slice(None), *(slice(0, s) for s in grid))]
+        return self.proj(v.flatten(2).transpose(1, 2))
+
+
+__all__ = ["FNO", "FourierLayer", "as_modes"]
