@@ -39,7 +39,7 @@ import sys
 import time
 from pathlib import Path
 
-from benchmarks.common import loadavg, machine, summary, utc_timestamp, write_json_atomic
+from benchmarks.common import loadavg, machine, summary, timed_repeats, utc_timestamp, write_json_atomic
 
 WIDTH, HEADS, POS_DIM, BATCH = 128, 4, 2, 1
 NOMINAL_EXPONENT = {"galerkin": 1, "fourier": 1, "softmax": 2}
@@ -99,12 +99,7 @@ def measure(kernel: str, n: int, repeats: int, device: str, threads: int) -> dic
     base = _proc_kib("VmRSS") if hwm else None
     if dev.type == "cuda":
         torch.cuda.reset_peak_memory_stats()
-    times = []
-    for _ in range(repeats):
-        t0 = time.perf_counter()
-        step()
-        sync()
-        times.append(time.perf_counter() - t0)
+    times = timed_repeats(step, repeats, sync)
     if dev.type == "cuda":
         peak, kind = torch.cuda.max_memory_allocated(), "cuda max_memory_allocated"
     elif hwm and base is not None:

@@ -14,12 +14,12 @@ import importlib.metadata
 import json
 import os
 import platform
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from opflow.atomic import atomic_write_text
 
-__all__ = ["loadavg", "machine", "summary", "utc_timestamp", "versions", "write_json_atomic"]
+__all__ = ["loadavg", "machine", "summary", "timed_repeats", "utc_timestamp", "versions", "write_json_atomic"]
 
 
 def versions(*packages: str, missing: str | None = "not installed") -> dict[str, str]:
@@ -43,6 +43,19 @@ def loadavg() -> list[float] | None:
         return [round(x, 2) for x in os.getloadavg()]
     except OSError:
         return None
+
+
+def timed_repeats(step: Callable[[], object], repeats: int, sync: Callable[[], None] = lambda: None) -> list[float]:
+    """Wall seconds of ``repeats`` calls of ``step``, each followed by ``sync`` (e.g. a CUDA synchronise)."""
+    import time
+
+    times = []
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        step()
+        sync()
+        times.append(time.perf_counter() - t0)
+    return times
 
 
 def summary(values: Sequence[float]) -> dict[str, float]:

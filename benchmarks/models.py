@@ -26,7 +26,7 @@ import sys
 import time
 from pathlib import Path
 
-from benchmarks.common import loadavg, write_json_atomic
+from benchmarks.common import loadavg, timed_repeats, write_json_atomic
 
 CONFIGS = {
     "ono": {"arch": "ono", "width": 128, "n_layers": 8, "n_heads": 8, "ortho_dim": 16, "ffn_ratio": 1.0, "attention": "nystrom"},
@@ -70,22 +70,12 @@ def measure(name: str, resolution: int, batch: int, repeats: int, warmup: int, d
     for _ in range(warmup):
         step()
     sync()
-    times = []
-    for _ in range(repeats):
-        t0 = time.perf_counter()
-        step()
-        sync()
-        times.append(time.perf_counter() - t0)
+    times = timed_repeats(step, repeats, sync)
     model.eval()
     with torch.no_grad():
         model(coords, a, grid_shape=(resolution, resolution))
         sync()
-        inf = []
-        for _ in range(repeats):
-            t0 = time.perf_counter()
-            model(coords, a, grid_shape=(resolution, resolution))
-            sync()
-            inf.append(time.perf_counter() - t0)
+        inf = timed_repeats(lambda: model(coords, a, grid_shape=(resolution, resolution)), repeats, sync)
     peak = torch.cuda.max_memory_allocated() if dev.type == "cuda" else resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024 - rss0
     med = statistics.median(times)
     return {

@@ -61,7 +61,7 @@ import torch
 from .errors import DatasetError
 from .format import open_dataset, read_dataset
 from .normalize import Normalizer
-from .torch_data import ArrayDataset, GridDataset, Normalizers, Task, fit_normalizer
+from .torch_data import ArrayDataset, GridDataset, Normalizers, Task, fit_normalizer, resolve_task
 
 __all__ = [
     "InverseDataset",
@@ -171,23 +171,11 @@ def training_variance(path: str | os.PathLike, names: Sequence[str], *, block: i
 
 def inverse_task(path: str | os.PathLike, task: Task | Mapping[str, Any] | None) -> Task:
     """The task of the inverse view: as configured, or the file's roles swapped (module docstring)."""
-    if isinstance(task, Task):
-        return task
-    task = dict(task or {})
-    with open_dataset(path) as nc:
-        roles = {n: getattr(v, "role", None) for n, v in nc.variables.items()}
-    defaults = {"inputs": [n for n, r in roles.items() if r == "output"], "outputs": [n for n, r in roles.items() if r == "input"]}
-    chosen = {}
+    t = resolve_task(path, task, swap_roles=True)
     for key in ("inputs", "outputs"):
-        names = task.get(key)
-        names = defaults[key] if names is None else list(names)
-        if not names:
+        if not getattr(t, key):
             raise DatasetError(f"{path}: the inverse view needs {key}; name them in datasets.<name>.task.{key}")
-        missing = [n for n in names if n not in roles]
-        if missing:
-            raise DatasetError(f"{path}: task {key} {missing} are not variables of the file; it has {sorted(roles)}")
-        chosen[key] = tuple(names)
-    return Task(chosen["inputs"], chosen["outputs"])
+    return t
 
 
 class InverseDataset(ArrayDataset):

@@ -75,11 +75,14 @@ class Task:
         return {"inputs": list(self.inputs), "outputs": list(self.outputs)}
 
 
-def resolve_task(path: str | os.PathLike, task: Task | Mapping[str, Any] | None = None, *, inputs_default: str = "role") -> Task:
+def resolve_task(
+    path: str | os.PathLike, task: Task | Mapping[str, Any] | None = None, *, inputs_default: str = "role", swap_roles: bool = False
+) -> Task:
     """The task on file ``path``: configured names, or the variables with role input / output.
 
     ``inputs_default="outputs"`` (trajectory views) makes the inputs default to the outputs: the
-    operator maps earlier frames of a field to later ones.
+    operator maps earlier frames of a field to later ones. ``swap_roles`` (the inverse view) makes
+    the defaults the file's outputs as inputs and its inputs as outputs.
     """
     if isinstance(task, Task):
         return task
@@ -87,7 +90,9 @@ def resolve_task(path: str | os.PathLike, task: Task | Mapping[str, Any] | None 
     with open_dataset(path) as nc:
         roles = {n: getattr(v, "role", None) for n, v in nc.variables.items()}
     chosen: dict[str, tuple[str, ...]] = {}
-    for key, role in (("outputs", "output"), ("inputs", "input")):
+    roles_of = {"outputs": "input", "inputs": "output"} if swap_roles else {"outputs": "output", "inputs": "input"}
+    for key in ("outputs", "inputs"):
+        role = roles_of[key]
         names = task.get(key)
         if names is None and key == "inputs" and inputs_default == "outputs":
             names = list(chosen["outputs"])
