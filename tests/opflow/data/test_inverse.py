@@ -237,5 +237,6 @@ def test_train_evaluate_and_plot_through_the_view(darcy: Path, tmp_path: Path) -
     res = evaluate(tmp_path / "model" / "model.pt", darcy, tmp_path / "inv_ono.json", png=tmp_path / "inv_ono.png",
                    config={"batch_size": 4, "warmup_batches": 0, "n_plot_samples": 2}, threads=1)
     m = res["metrics"]
-    assert m["n_samples"] == N_TEST and 0 < m["rel_l2_mean"] < 2 and set(m["per_channel"]) == {"coeff"}
+    assert m["n_samples"] == N_TEST and set(m["per_channel"]) == {"coeff"}
+    assert 0.3 < m["rel_l2_mean"] < 0.6  # measured 0.445 after 3 epochs; predicting zero gives 1, a wrong decoder far more
     assert (tmp_path / "inv_ono.png").stat().st_size > 1000
