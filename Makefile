@@ -1,6 +1,7 @@
 # The two commands of the README. Both set up .venv themselves (scripts/bootstrap.sh, idempotent).
 #   make quick   the main job end to end on the quick profile (minutes on a CPU)
 #   make test    the whole test suite
+#   make bench   every benchmark (make bench SMOKE=1: the seconds-long smoke run of CI)
 SHELL := /bin/bash
 VENV := $(CURDIR)/.venv
 export PATH := $(VENV)/bin:$(PATH)
@@ -17,6 +18,6 @@ test: setup
 setup:
 	@scripts/bootstrap.sh
 
+# every benchmarks/*.py -> benchmarks/results/*.json + SUMMARY.md (opflow/bench.py); SMOKE=1: tiny sizes (CI)
 bench: setup
-	python -m benchmarks.darcy_fd
-	python -m benchmarks.convergence
+	opflow bench $(if $(SMOKE),--smoke)

@@ -3,6 +3,8 @@
     snakemake --cores 8                                       # the profile's `targets` (rule all)
     snakemake --cores 8 results/darcy_ono.json                # one paper protocol
     snakemake --cores 2 --configfile config/quick.yaml -- quick/results/darcy_ono.json
+    snakemake --cores 8 report                                # results/report.md + report/index.html (rules/report.smk)
+    snakemake --profile profiles/slurm results/darcy_ono.json # on a SLURM cluster (docs/scale_out.md)
 
 The config (config/default.yaml, deep-merged with any --configfile) is checked as one typed tree
 (opflow.config, opflow.schema) and against the solvers' metadata (solvers.config) before any job
@@ -39,3 +41,4 @@ include: "rules/data.smk"
 include: "rules/train.smk"
 include: "rules/evaluate.smk"
 include: "rules/targets.smk"
+include: "rules/report.smk"

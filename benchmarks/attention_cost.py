@@ -121,6 +121,20 @@ def fitted_exponent(ns: list[int], values: list[float]) -> float | None:
     return float(np.polyfit(x, y, 1)[0])
 
 
+#: opflow bench runs it a second time on the GPU when one is present (<name>_cuda.json)
+BENCH_GPU_ARGS = ["--device", "cuda"]
+
+
+def summarize(r: dict) -> list[str]:
+    """Lines of SUMMARY.md (opflow bench): time per size and the fitted exponent of each kernel."""
+    lines = []
+    for name, k in r["kernels"].items():
+        sizes = ", ".join(f"{s['n']}: {s['forward_backward_s']['median']:.3g} s" for s in k["sizes"])
+        e = k["time_exponent"]
+        lines.append(f"- {name}: {sizes}; fitted exponent {'-' if e is None else f'{e:.2f}'} (nominal {k['nominal_exponent']})")
+    return lines
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--sizes", default="1024,4096,16384,65536")
@@ -132,9 +146,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--max-gib", type=float, default=8.0, help="skip a size predicted to need more memory")
     ap.add_argument("--timeout", type=float, default=600.0, help="seconds allowed to one child process")
     ap.add_argument("--out", default=None)
+    ap.add_argument("--smoke", action="store_true", help="tiny sizes, seconds; checks that it runs, asserts nothing about timings (opflow bench --smoke)")
     ap.add_argument("--child", default=None, help=argparse.SUPPRESS)
     ap.add_argument("--n", type=int, default=0, help=argparse.SUPPRESS)
     a = ap.parse_args(argv)
+    if a.smoke and not a.child:
+        a.sizes, a.repeats = "256,512", 1
     if a.child:
         print(json.dumps(measure(a.child, a.n, a.repeats, a.device, a.threads)))
         return 0
@@ -145,6 +162,7 @@ def main(argv: list[str] | None = None) -> int:
     sizes = sorted(int(s) for s in a.sizes.split(","))
     results: dict = {
         "benchmark": "attention_cost",
+        "smoke": a.smoke,
         "created": utc_timestamp(),
         "layer": {"width": WIDTH, "heads": HEADS, "pos_dim": POS_DIM, "batch": BATCH, "dtype": "float32",
                   "measured": "one forward + backward of MultiHeadAttention (outputs summed)"},

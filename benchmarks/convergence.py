@@ -63,8 +63,9 @@ PANELS = {
 }
 
 
-def run() -> tuple[dict[str, list[Any]], dict[str, float]]:
-    """All studies, grouped by panel, and the wall time of each panel's studies."""
+def run(smoke: bool = False) -> tuple[dict[str, list[Any]], dict[str, float]]:
+    """All studies, grouped by panel, and the wall time of each panel's studies (``smoke``: the first
+    three steps of each sequence and a coarser Navier-Stokes reference, about a second)."""
     import torch
 
     from solvers import verification as v
@@ -78,16 +79,17 @@ def run() -> tuple[dict[str, list[Any]], dict[str, float]]:
         studies[key] = make()
         wall[key] = time.perf_counter() - t0
 
-    timed("darcy_fd", lambda: [v.darcy_fd_study(FD_SIZES, face_mean=fm) for fm in ("arithmetic", "harmonic")])
-    timed("darcy_fem", lambda: [v.darcy_fem_study(p, FEM_HS) for p in (1, 2)])
-    timed("taylor_green", lambda: [v.taylor_green_study(s, TG_DTS) for s in ("fno", "heun_cn")])
+    k = 3 if smoke else None  # steps of each sequence
+    timed("darcy_fd", lambda: [v.darcy_fd_study(FD_SIZES[:k], face_mean=fm) for fm in ("arithmetic", "harmonic")])
+    timed("darcy_fem", lambda: [v.darcy_fem_study(p, FEM_HS[:k]) for p in (1, 2)])
+    timed("taylor_green", lambda: [v.taylor_green_study(s, TG_DTS[:k]) for s in ("fno", "heun_cn")])
 
     def forced() -> list[Any]:
-        flow = v.forced_flow(reference_dt=FORCED_REFERENCE_DT)
-        return [v.ns_forced_study(s, dts, flow) for s, dts in FORCED_DTS.items()]
+        flow = v.forced_flow(reference_dt=1 / 256 if smoke else FORCED_REFERENCE_DT)
+        return [v.ns_forced_study(s, dts[:k], flow) for s, dts in FORCED_DTS.items()]
 
     timed("ns_forced", forced)
-    timed("ode", lambda: [v.ode_fixed_step_study(ODE_STEPS)])
+    timed("ode", lambda: [v.ode_fixed_step_study(ODE_STEPS[:k])])
     return studies, wall
 
 
@@ -139,18 +141,31 @@ def plot(studies: dict[str, list[Any]], path: str | os.PathLike[str]) -> Path:
     return save_figure(fig, path)
 
 
+def summarize(r: dict) -> list[str]:
+    """Lines of SUMMARY.md (opflow bench): the observed order of every study against the expected one."""
+    lines = []
+    for panel in r["panels"].values():
+        for st in panel["studies"]:
+            orders = ", ".join(f"{k} {v:.2f} (expected {st['expected_order'][k]:g})" for k, v in st["observed_order"].items())
+            lines.append(f"- {st['name']}: {orders}")
+    return lines
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m benchmarks.convergence", description=__doc__.split("\n\n")[0])
     ap.add_argument("--out", default="benchmarks/results/convergence.json")
-    ap.add_argument("--png", default="benchmarks/results/convergence.png")
+    ap.add_argument("--png", default=None, help="the plot (default: --out with .png)")
+    ap.add_argument("--smoke", action="store_true", help="tiny sizes, seconds; checks that it runs, asserts nothing about timings (opflow bench --smoke)")
     a = ap.parse_args(argv)
+    a.png = a.png or str(Path(a.out).with_suffix(".png"))
 
     load_start = loadavg()
     t0 = time.perf_counter()
-    studies, wall = run()
+    studies, wall = run(a.smoke)
     total = time.perf_counter() - t0
     res = {
         "benchmark": "convergence",
+        "smoke": a.smoke,
         "created": utc_timestamp(),
         "definition": "observed order = least-squares slope of log(error) against log(h or dt); local orders between consecutive steps",
         "panels": {

@@ -157,6 +157,17 @@ def _timed(fn):
     return time.perf_counter() - t, out
 
 
+def summarize(r: dict) -> list[str]:
+    """Lines of SUMMARY.md (opflow bench): samples/s on one core, and the side-by-side spsolve ratio."""
+    n, per = r["resolution"], r["per_sample_s"]["median"]
+    b = r["baseline"]
+    lines = [f"- {n} x {n}, {r['method']}: {per:.4g} s per sample (GRF + solve), {1 / per:.3g} samples/s on one core; "
+             f"{r['iterations']['median']:.0f} iterations, residual <= {r['relative_residual']['max']:.1e}"]
+    if b["samples"]:
+        lines.append(f"- side by side, same matrices: scipy spsolve {b['median_s']:.4g} s, {r['speedup_vs_spsolve']:.1f}x the FD solver's time")
+    return lines
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m benchmarks.darcy_fd", description=__doc__.split("\n\n")[0])
     ap.add_argument("--resolution", type=int, default=421)
@@ -166,7 +177,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--params", default="{}", help="JSON object of darcy_fd parameters (resolution from --resolution)")
     ap.add_argument("--out", default="benchmarks/results/darcy_fd.json")
+    ap.add_argument("--smoke", action="store_true", help="tiny sizes, seconds; checks that it runs, asserts nothing about timings (opflow bench --smoke)")
     a = ap.parse_args(argv)
+    if a.smoke:
+        a.resolution, a.samples, a.baseline_samples, a.repeats = 33, 2, 1, 1
     if a.samples < 1 or a.repeats < 1 or a.baseline_samples < 0:
         ap.error("--samples and --repeats must be >= 1, --baseline-samples >= 0")
 
@@ -175,6 +189,7 @@ def main(argv: list[str] | None = None) -> int:
 
     try:
         res = run(a.resolution, a.samples, a.baseline_samples, a.repeats, a.seed, json.loads(a.params))
+        res["smoke"] = a.smoke
     except (ConfigError, SolverError, json.JSONDecodeError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2

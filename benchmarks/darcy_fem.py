@@ -118,7 +118,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--cases", default=None, help="JSON list of darcy_fem parameter dicts (default: see module doc)")
     ap.add_argument("--no-cold", action="store_true", help="skip the empty-JIT-cache set-up measurement")
     ap.add_argument("--out", default=str(Path(__file__).parent / "results" / "darcy_fem.json"))
+    ap.add_argument("--smoke", action="store_true", help="tiny sizes, seconds; checks that it runs, asserts nothing about timings (opflow bench --smoke)")
     a = ap.parse_args(argv)
+    if a.smoke:
+        a.samples, a.cases, a.no_cold = 2, json.dumps([{"resolution": 17}]), True
     if a.samples < 1:
         ap.error("--samples must be >= 1")
     cases = json.loads(a.cases) if a.cases else DEFAULT_CASES
@@ -136,6 +139,7 @@ def main(argv: list[str] | None = None) -> int:
         )
     report = {
         "benchmark": "darcy_fem",
+        "smoke": a.smoke,
         "created": utc_timestamp(),
         "samples": a.samples,
         "seed": a.seed,

@@ -139,17 +139,20 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--timing-samples", type=int, default=7, help="timed samples per case (plus one warm-up)")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "elasticity.json"))
+    ap.add_argument("--smoke", action="store_true", help="tiny sizes, seconds; checks that it runs, asserts nothing about timings (opflow bench --smoke)")
     a = ap.parse_args(argv)
+    if a.smoke:
+        a.samples, a.timing_samples = 1, 1
 
     cases = []
-    for case in TIMING_CASES:
+    for case in TIMING_CASES[:1] if a.smoke else TIMING_CASES:
         r = time_case(case, a.timing_samples, a.seed)
         print(f"{case}: {r['cells']['median']:.0f} cells, mesh {r['mesh_s']['median']:.3f} s, "
               f"solve {r['solve_s']['median']:.3f} s", flush=True)
         cases.append(r)
 
     base = ElasticityParams()
-    fine = ElasticityParams(ogrid_n_theta=144, ogrid_n_radial=12)
+    fine = ElasticityParams(ogrid_n_theta=144, ogrid_n_radial=12)  # the discretisation check (one sample in a smoke run)
     rows = sample_statistics(base, a.samples, a.seed)
     rows_fine = sample_statistics(fine, a.samples, a.seed)
     keys = ("mean", "mean_area_weighted", "max", "concentration", "max_nodal")
@@ -161,6 +164,7 @@ def main(argv: list[str] | None = None) -> int:
 
     result = {
         "benchmark": "elasticity",
+        "smoke": a.smoke,
         "created": utc_timestamp(),
         "seed": a.seed,
         "timing_rule": (

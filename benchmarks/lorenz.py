@@ -128,6 +128,14 @@ def run(samples: int, scipy_samples: int, reference_samples: int, repeats: int, 
     }
 
 
+def summarize(r: dict) -> list[str]:
+    """Lines of SUMMARY.md (opflow bench): trajectories/s of the batched integrator beside scipy's."""
+    b, s, n = r["batched"], r["scipy"], r["samples"]
+    return [f"- {n} trajectories: batched Dormand-Prince {b['wall_s_median']:.3g} s ({n / b['wall_s_median']:.4g} samples/s on one core); "
+            f"scipy DOP853 one by one {s['wall_s_extrapolated']:.3g} s (extrapolated): {r['speedup']:.0f}x; "
+            f"max deviation {r['max_abs_deviation_batched_vs_scipy']:.1e}"]
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m benchmarks.lorenz", description=__doc__.split("\n\n")[0])
     ap.add_argument("--samples", type=int, default=10000)
@@ -138,7 +146,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--dt", type=float, default=0.01)
     ap.add_argument("--T", type=float, default=2.0)
     ap.add_argument("--out", default="benchmarks/results/lorenz.json")
+    ap.add_argument("--smoke", action="store_true", help="tiny sizes, seconds; checks that it runs, asserts nothing about timings (opflow bench --smoke)")
     a = ap.parse_args(argv)
+    if a.smoke:
+        a.samples, a.scipy_samples, a.reference_samples, a.repeats = 200, 5, 5, 1
     if min(a.samples, a.scipy_samples, a.reference_samples, a.repeats) < 1:
         ap.error("--samples, --scipy-samples, --reference-samples and --repeats must be >= 1")
 
@@ -147,6 +158,7 @@ def main(argv: list[str] | None = None) -> int:
 
     try:
         res = run(a.samples, a.scipy_samples, a.reference_samples, a.repeats, a.seed, a.dt, a.T)
+        res["smoke"] = a.smoke
     except (ConfigError, SolverError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2

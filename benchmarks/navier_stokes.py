@@ -211,6 +211,24 @@ def full_protocol(samples: int, device: str) -> dict:
     return out
 
 
+#: opflow bench runs it a second time on the GPU when one is present (<name>_cuda.json)
+BENCH_GPU_ARGS = ["--device", "cuda"]
+
+
+def summarize(r: dict) -> list[str]:
+    """Lines of SUMMARY.md (opflow bench): throughput per scheme and the equal-accuracy comparison."""
+    dev = r["machine"]["device_name"]
+    lines = [f"- {t['scheme']} {t['n']}^2 batch {t['batch']}: {t['sample_steps_per_s']:.4g} sample-steps/s ({dev})" for t in r["throughput"] if t["batch"] == 1]
+    s = (r.get("time_to_accuracy") or {}).get("summary") or {}
+    for name in ("etdrk4_fixed", "etdrk4_adaptive"):
+        if s.get(name):
+            e = s[name]
+            lines.append(f"- side by side at equal or better accuracy: {e['label']} {e['steps']} steps, {e['wall_s']:.3g} s, error {e['error']:.2g} "
+                         f"vs the FNO scheme {s['fno_steps']} steps, {s['fno_wall_s']:.3g} s, error {s['fno_error']:.2g}: "
+                         f"{e['step_ratio']:.0f}x fewer steps, {e['wall_ratio']:.0f}x less time")
+    return lines
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--device", default="cpu", help="cpu, cuda, cuda:<i> or auto")
@@ -225,7 +243,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--skip-accuracy", action="store_true")
     ap.add_argument("--full-protocol", type=int, default=0, metavar="SAMPLES",
                     help="also run the whole T = 20 protocol for SAMPLES samples per scheme (long)")
-    ap.add_argument("--quick", action="store_true", help="smoke run: tiny grids and horizon")
+    ap.add_argument("--smoke", "--quick", dest="quick", action="store_true", help="smoke run: tiny grids and horizon (opflow bench --smoke)")
     ap.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results" / "navier_stokes.json")
     a = ap.parse_args(argv)
 
@@ -269,6 +287,7 @@ def main(argv: list[str] | None = None) -> int:
             "note": "shared machine: other jobs ran at the same time; timings are medians of repeats",
         },
         "precision": a.precision,
+        "smoke": a.quick,
         "argv": sys.argv[1:] if argv is None else argv,
     }
     result["throughput"] = throughput(sizes, batches, steps, a.repeats, device, a.precision)

@@ -146,9 +146,22 @@ def table(res: dict[str, Any]) -> str:
     return "\n".join(rows)
 
 
+#: a full run needs the quick Darcy file (opflow bench skips it without: --extra ono_ablation='--data quick/data/darcy/r43.nc')
+BENCH_REQUIRES = ["--data"]
+
+
+def smoke_data(folder: Path) -> Path:
+    """A tiny Darcy file for a smoke run: 12 samples of the FD solver at 15 x 15, 8 train / 4 test."""
+    from opflow.data.transforms import derive
+    from solvers.generate import shard_from_config
+
+    src = shard_from_config("darcy_fd", {"resolution": 15}, 0, 0, 12, str(folder / "source.nc"), progress=False)
+    return derive(src, folder / "darcy.nc", n_train=8, n_test=4, name="darcy")
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--data", required=True, type=Path)
+    ap.add_argument("--data", type=Path, default=None, help="the quick Darcy file (quick/data/darcy/r43.nc); required unless --smoke")
     ap.add_argument("--seeds", default="0,1,2")
     ap.add_argument("--settings", default="ours,sum,no_ridge,no_wv")
     ap.add_argument("--epochs", type=int, default=40)
@@ -156,7 +169,15 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out", type=Path, default=Path("benchmarks/results/ono_ablation.json"))
     ap.add_argument("--diagnose", type=Path, default=None, help="only diagnose this trained model.pt (prints JSON)")
     ap.add_argument("--table", action="store_true", help="only print the Markdown table of --out")
+    ap.add_argument("--smoke", action="store_true", help="tiny sizes, seconds; checks that it runs, asserts nothing about timings (opflow bench --smoke): a 12-sample 15 x 15 set made here, one setting, one seed, one epoch")
     a = ap.parse_args(argv)
+    if a.smoke:
+        a.seeds, a.settings, a.epochs = "0", "ours", 1
+        if a.data is None:
+            tmp = tempfile.TemporaryDirectory()
+            a.data = smoke_data(Path(tmp.name))
+    elif a.data is None and not a.table:
+        ap.error("--data is required (the quick Darcy file, quick/data/darcy/r43.nc); only --smoke runs without it")
     if a.table:
         print(table(json.loads(a.out.read_text())))
         return 0

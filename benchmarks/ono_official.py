@@ -243,8 +243,9 @@ def components(mod: types.ModuleType, resolution: int, batch: int, repeats: int)
     return out
 
 
-def profile(resolution: int, batch: int) -> dict[str, Any]:
-    """Self CPU time of the main operators of one opflow training step (forward + backward)."""
+def profile(resolution: int, batch: int, overrides: dict[str, Any] | None = None) -> dict[str, Any]:
+    """Self CPU time of the main operators of one opflow training step (forward + backward) of the
+    release-configured model (``overrides``: changed hyperparameters, e.g. the smoke run's 1 layer)."""
     import torch
     from torch.profiler import ProfilerActivity
     from torch.profiler import profile as tprofile
@@ -254,7 +255,7 @@ def profile(resolution: int, batch: int) -> dict[str, Any]:
     from opflow.models.ono import RELEASE_DARCY
 
     torch.manual_seed(0)
-    model = build_model({"arch": "ono", **RELEASE_DARCY}, 1, 1, 2).train()
+    model = build_model({"arch": "ono", **RELEASE_DARCY, **(overrides or {})}, 1, 1, 2).train()
     coords, a, u = darcy_batch(resolution, batch, 0, torch.float32)
     rel_l2_loss(model(coords, a), u).backward()
     with tprofile(activities=[ProfilerActivity.CPU]) as prof:
@@ -264,9 +265,15 @@ def profile(resolution: int, batch: int) -> dict[str, Any]:
     return {"total_self_cpu_s": total / 1e6, "top_ops": [{"op": e.key, "self_cpu_s": e.self_cpu_time_total / 1e6, "calls": e.count} for e in top]}
 
 
+#: a full run needs the authors' checkout (opflow bench skips it without: --extra ono_official='--release DIR')
+BENCH_REQUIRES = ["--release"]
+#: the smoke run's model without the release: the release's structure with 1 layer and 32 landmarks (seconds, not minutes)
+SMOKE_MODEL = {"n_layers": 1, "num_landmarks": 32}
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--release", required=True, type=Path, help="checkout of the authors' repository (outside this one)")
+    ap.add_argument("--release", type=Path, default=None, help="checkout of the authors' repository (outside this one); required unless --smoke")
     ap.add_argument("--pythonpath", action="append", default=[], help="folder with nystrom_attention and einops")
     ap.add_argument("--resolution", type=int, default=85)
     ap.add_argument("--batch", type=int, default=4)
@@ -275,13 +282,25 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--equivalence-resolution", type=int, default=29)
     ap.add_argument("--skip-speed", action="store_true")
     ap.add_argument("--out", type=Path, default=Path("benchmarks/results/ono_official.json"))
+    ap.add_argument("--smoke", action="store_true", help="tiny sizes, seconds; checks that it runs, asserts nothing about timings (opflow bench --smoke); without --release only opflow's model is profiled")
     a = ap.parse_args(argv)
+    if a.release is None and not a.smoke:
+        ap.error("--release DIR (a checkout of the authors' repository) is required; only --smoke runs without it")
+    if a.smoke:
+        a.resolution, a.batch, a.repeats, a.equivalence_resolution = 9, 1, 1, 9
     import torch
 
     torch.set_num_threads(a.threads)
+    if a.release is None:  # smoke run without the release: opflow's side only
+        res0 = {"benchmark": "ono_official", "smoke": True, "created": utc_timestamp(), "machine": machine(loadavg()), "release": None,
+                "profile_opflow": {"resolution": a.resolution, "batch": a.batch, "overrides": SMOKE_MODEL, **profile(a.resolution, a.batch, SMOKE_MODEL)}}
+        write_json_atomic(a.out, res0)
+        print(f"smoke run without --release: profiled opflow's release-configured ONO only; wrote {a.out}")
+        return 0
     mod = load_release(a.release.resolve(), a.pythonpath)
     res: dict[str, Any] = {
         "benchmark": "ono_official",
+        "smoke": a.smoke,
         "created": utc_timestamp(),
         "machine": machine(loadavg()),
         "versions": versions("torch", "nystrom-attention", "einops"),

@@ -76,7 +76,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--label", default="after", help="name of this measurement in the JSON")
     ap.add_argument("--repeats", type=int, default=5)
     ap.add_argument("--out", type=Path, default=HERE / "benchmarks/results/workflow_load.json")
+    ap.add_argument("--smoke", action="store_true", help="tiny sizes, seconds; checks that it runs, asserts nothing about timings (opflow bench --smoke)")
     a = ap.parse_args(argv)
+    if a.smoke:
+        a.repeats, a.label = 1, "smoke"
     start = loadavg()
     git = subprocess.run(["git", "-C", str(a.repo), "rev-parse", "--short", "HEAD"], capture_output=True, text=True).stdout.strip()
     result = {"commit": git, **measure(a.repo.resolve(), a.repeats), "created": utc_timestamp(), "machine": machine(start, packages=["snakemake", "pydantic", "torch"])}

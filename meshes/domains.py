@@ -19,6 +19,15 @@ mesh). Each file has two physical groups: ``domain`` (dimension 2, tag 1) with e
 ``boundary`` (dimension 1, tag 2) with every boundary segment, outer and hole boundaries alike.
 Files are written under a temporary name in the target folder and renamed when complete.
 
+Mesh size. ``mesh_size`` is the one knob of every domain. It is checked before meshing (in
+``(0, 0.5]`` and at least ``1e-3``; at most the smallest hole radius, so a hole is a polygon of at
+least 7 sides; at most the L-shape's narrowest arm) and the mesh is checked after meshing, before
+it is written (:func:`check_mesh`): every triangle counter-clockwise with positive area, smallest
+angle at least :data:`MIN_ANGLE_DEG`, longest edge at most ``1.5 mesh_size``, and the area
+within the polygonal approximation bound of the exact area (exact for polygons, within
+``1.5 pi h^2 / 6`` per circle). A violation raises :class:`ConfigError` naming ``mesh_size``.
+:func:`mesh_stats` reads the counts and quality of a written file (no dolfinx).
+
 gmsh keeps one global state per process: :func:`gmsh_session` initialises it only when nobody else
 has, finalises only what it initialised, works in a model of its own that it removes afterwards,
 restores the options it changes, and holds a lock so threads do not interleave.
@@ -34,6 +43,7 @@ import os
 import threading
 import uuid
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -50,6 +60,8 @@ DEFAULT_HOLES: tuple[tuple[float, float, float], ...] = tuple(
 )
 #: bump when the geometry code changes, so cached meshes are rebuilt
 _GEOMETRY_VERSION = 1
+#: the smallest interior angle a written mesh may have (Frontal-Delaunay gives about 25-30 degrees)
+MIN_ANGLE_DEG = 15.0
 
 _LOCK = threading.RLock()
 
@@ -222,8 +234,90 @@ def generate_mesh(name: str, path: str | os.PathLike, *, mesh_size: float, **opt
         gmsh.model.mesh.generate(2)
         gmsh.model.mesh.renumberNodes()
         gmsh.model.mesh.renumberElements()
+        check_mesh(_stats(gmsh), name, mesh_size, **opts)
         gmsh.write(str(tmp))
     return Path(path)
+
+
+@dataclass(frozen=True)
+class MeshStats:
+    """Counts and quality of the triangles of a mesh's 2-D physical groups."""
+
+    #: nodes used by the triangles (the rows of a dataset's ``node`` dimension)
+    nodes: int
+    triangles: int
+    area: float
+    #: smallest interior angle in degrees, and the signed area of the worst triangle
+    min_angle_deg: float
+    min_signed_area: float
+    #: longest and shortest edge
+    max_edge: float
+    min_edge: float
+
+
+def _stats(gmsh: Any) -> MeshStats:
+    """:class:`MeshStats` of the current gmsh model (its 2-D physical groups' linear triangles)."""
+    import numpy as np
+
+    tags, coords, _ = gmsh.model.mesh.getNodes()
+    xy = np.zeros((int(tags.max(initial=0)) + 1, 2))
+    xy[tags.astype(np.int64)] = coords.reshape(-1, 3)[:, :2]
+    conn = []
+    for dim, group in gmsh.model.getPhysicalGroups(2):
+        for entity in gmsh.model.getEntitiesForPhysicalGroup(dim, group):
+            types, _, nodes = gmsh.model.mesh.getElements(dim, entity)
+            for etype, enodes in zip(types, nodes, strict=True):
+                if etype != 2:  # 3-node triangle
+                    raise ConfigError(f"mesh has 2-D elements of gmsh type {etype}; only linear triangles (type 2) are supported")
+                conn.append(np.asarray(enodes, dtype=np.int64).reshape(-1, 3))
+    if not conn:
+        raise ConfigError("no 2-D physical group with triangles; tag the domain's surfaces in gmsh")
+    tri = np.concatenate(conn)
+    v = xy[tri]
+    e = np.stack([v[:, 1] - v[:, 0], v[:, 2] - v[:, 1], v[:, 0] - v[:, 2]], axis=1)  # (T, 3, 2)
+    length = np.linalg.norm(e, axis=-1)
+    signed = 0.5 * (e[:, 0, 0] * (-e[:, 2, 1]) - e[:, 0, 1] * (-e[:, 2, 0]))
+    # angle at vertex k between the edges leaving it: -e[k-1] and e[k]
+    cosines = np.einsum("tkd,tkd->tk", -np.roll(e, 1, axis=1), e) / (np.roll(length, 1, axis=1) * length)
+    angles = np.degrees(np.arccos(np.clip(cosines, -1.0, 1.0)))
+    return MeshStats(
+        nodes=int(np.unique(tri).size),
+        triangles=len(tri),
+        area=float(np.abs(signed).sum()),
+        min_angle_deg=float(angles.min()),
+        min_signed_area=float(signed.min()),
+        max_edge=float(length.max()),
+        min_edge=float(length.min()),
+    )
+
+
+def mesh_stats(path: str | os.PathLike) -> MeshStats:
+    """:class:`MeshStats` of a ``.msh`` file (read with gmsh; no dolfinx)."""
+    with open_msh(path) as gmsh:
+        try:
+            return _stats(gmsh)
+        except ConfigError as e:
+            raise ConfigError(f"{path}: {e}") from None
+
+
+def check_mesh(stats: MeshStats, name: str, mesh_size: float, **options: Any) -> None:
+    """Raise :class:`ConfigError` naming ``mesh_size`` if a mesh of domain ``name`` is not valid
+    (the module doc's rules: orientation, angles, edge lengths, area)."""
+    opts = domain_options(name, **options)
+    h = float(mesh_size)
+    n_circles = {"perforated": len(opts.get("holes", ())), "disk": 1}.get(name, 0)
+    area_tol = 1e-10 + 1.5 * n_circles * math.pi * h * h / 6
+    problems = []
+    if stats.min_signed_area <= 0:
+        problems.append(f"a triangle is inverted or degenerate (signed area {stats.min_signed_area:.3g})")
+    if stats.min_angle_deg < MIN_ANGLE_DEG:
+        problems.append(f"smallest angle {stats.min_angle_deg:.1f} degrees < {MIN_ANGLE_DEG}")
+    if stats.max_edge > 1.5 * h:
+        problems.append(f"longest edge {stats.max_edge:.3g} > 1.5 mesh_size")
+    if abs(stats.area - exact_area(name, **opts)) > area_tol:
+        problems.append(f"area {stats.area:.6f} differs from the exact {exact_area(name, **opts):.6f} by more than {area_tol:.2g}")
+    if problems:
+        raise ConfigError(f"domain {name!r} meshed with mesh_size {h:g} is not a valid mesh: {'; '.join(problems)}; choose another mesh_size")
 
 
 @contextlib.contextmanager

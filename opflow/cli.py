@@ -9,6 +9,8 @@
     opflow run-config ...          the resolved run config (training + model + task) of a dataset/model pair
     opflow train ...               train (or resume) a model on a dataset file; torchrun-aware
     opflow evaluate MODEL ...      test errors, zero-shot errors, speed and memory -> results JSON + PNG
+    opflow report RESULT.json ...  results beside the published numbers -> Markdown + HTML page
+    opflow bench [--smoke]         every benchmarks/*.py -> benchmarks/results/*.json + SUMMARY.md
 
 Commands that need torch import it inside their function, so the data commands stay fast.
 """
@@ -358,6 +360,34 @@ def _evaluate(a: argparse.Namespace) -> int:
     png = None if a.no_png else (a.png or str(Path(a.out).with_suffix(".png")))
     evaluate(a.model_file, a.data, a.out, zero_shot=a.zero_shot, eval_sets=dict(a.eval_set), png=png, config=cfg, device=a.device, threads=a.threads)
     return 0
+
+
+def _report_args(p: argparse.ArgumentParser) -> None:
+    from opflow.report import add_arguments
+
+    add_arguments(p)
+
+
+@command("report", _report_args)
+def _report(a: argparse.Namespace) -> int:
+    """The reproduction report (:mod:`opflow.report`)."""
+    from opflow.report import run
+
+    return run(a)
+
+
+def _bench_args(p: argparse.ArgumentParser) -> None:
+    from opflow.bench import add_arguments
+
+    add_arguments(p)
+
+
+@command("bench", _bench_args)
+def _bench(a: argparse.Namespace) -> int:
+    """Run the benchmarks (:mod:`opflow.bench`); exit 1 when one failed."""
+    from opflow.bench import run
+
+    return run(a)
 
 
 def build_parser() -> argparse.ArgumentParser:

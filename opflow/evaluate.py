@@ -184,6 +184,9 @@ def evaluate(
             raise DatasetError(f"{path}: {ds.coord_dim}-D points but {model_path} was trained on {t['coord_dim']}-D points")
         if ds.global_channels != t.get("global_channels", 0):
             raise DatasetError(f"{path}: {ds.global_channels} global input channel(s) but {model_path} was trained with {t.get('global_channels', 0)}")
+        sets = [list(s.shape) for s in getattr(ds, "input_sets", ())]
+        if sets != [list(x) for x in t.get("input_sets", [])]:
+            raise DatasetError(f"{path}: input sets {sets} ([coordinate dim, channels]) but {model_path} was trained with {t.get('input_sets', [])}")
         files[str(path)] = {
             "sha256": file_sha256(path),
             "role": role,

@@ -77,17 +77,36 @@ def accepts_globals(model: torch.nn.Module) -> bool:
     return bool(getattr(unwrap(model), "accepts_globals", False))
 
 
+def accepts_input_sets(model: torch.nn.Module) -> bool:
+    """Whether the (possibly wrapped) model takes input functions on their own point sets (``input_sets=``)."""
+    return bool(getattr(unwrap(model), "accepts_input_sets", False))
+
+
+def _input_sets(model: torch.nn.Module, batch: Mapping[str, Any], norms: Normalizers) -> dict[str, Any]:
+    """``{"input_sets": [(coords, encoded values, mask), ...]}`` for a batch that has input sets, else ``{}``."""
+    sets = batch.get("input_sets")
+    if not sets:
+        return {}
+    if not accepts_input_sets(model):
+        raise ValueError(f"{type(unwrap(model)).__name__} does not take input functions on their own point sets (the batch has {len(sets)})")
+    if len(norms.input_sets) != len(sets):
+        raise ValueError(f"the batch has {len(sets)} input set(s) but the normalisers were fitted on {len(norms.input_sets)}")
+    return {"input_sets": [(s["coords"], n.encode(s["values"]), s.get("mask")) for s, n in zip(sets, norms.input_sets)]}
+
+
 def model_inputs(model: torch.nn.Module, batch: Mapping[str, Any], norms: Normalizers) -> tuple[torch.Tensor, dict[str, Any]]:
-    """Encoded input features and extra forward keywords: the globals, passed or broadcast."""
+    """Encoded input features and extra forward keywords: the globals (passed or broadcast) and
+    the input sets (:mod:`opflow.data.torch_data`, "Input sets"; only to models that accept them)."""
     gs = batch.get("grid_shape")
     x = norms.inputs.encode(batch["inputs"], gs)
+    extra = _input_sets(model, batch, norms)
     g = batch.get("globals")
     if g is None:
-        return x, {}
+        return x, extra
     g = norms.globals.encode(g[:, None, :])[:, 0]
     if accepts_globals(model):
-        return x, {"globals": g}
-    return torch.cat([x, g[:, None, :].expand(-1, x.shape[1], -1).to(x.dtype)], -1), {}
+        return x, {"globals": g, **extra}
+    return torch.cat([x, g[:, None, :].expand(-1, x.shape[1], -1).to(x.dtype)], -1), extra
 
 
 def forward(model: torch.nn.Module, batch: Mapping[str, Any], norms: Normalizers, *, autocast: bool = False) -> torch.Tensor:

@@ -252,8 +252,11 @@ def delaunay_triangles(points: np.ndarray, max_edge_factor: float = 3.0) -> tupl
     return t, edges > max_edge_factor * np.median(edges)
 
 
-def plot_mesh(samples: Sequence[Mapping[str, Any]], path: str | os.PathLike, *, output_name: str = "output", title: str = "") -> Path:
-    """One row per sample: truth, prediction and error of the first output channel with ``tripcolor``.
+def plot_mesh(
+    samples: Sequence[Mapping[str, Any]], path: str | os.PathLike, *, output_name: str = "output", input_name: str | None = None, title: str = ""
+) -> Path:
+    """One row per sample: truth, prediction and error of the first output channel with ``tripcolor``,
+    after the first input channel (``inputs`` (N, C_in)) when ``input_name`` is given, as the grid plots.
 
     Each sample is a dict with ``coords`` (N, 2) and ``target`` / ``pred`` (N, C) of its real
     points, optionally ``cells`` (node indices; only for node-based fields) and a ``label``.
@@ -261,8 +264,9 @@ def plot_mesh(samples: Sequence[Mapping[str, Any]], path: str | os.PathLike, *, 
     from matplotlib.tri import Triangulation
 
     rows = _sample_rows(len(samples))
-    fig = figure(figsize=(13, 3.6 * rows), layout="constrained")
-    axes = np.atleast_2d(fig.subplots(rows, 3)).reshape(rows, 3)
+    first = 1 if input_name is not None else 0
+    fig = figure(figsize=(13 + 4.3 * first, 3.6 * rows), layout="constrained")
+    axes = np.atleast_2d(fig.subplots(rows, 3 + first)).reshape(rows, 3 + first)
     for r, s in enumerate(samples):
         xy = np.asarray(s["coords"])[:, :2]
         cells = s.get("cells")
@@ -274,9 +278,11 @@ def plot_mesh(samples: Sequence[Mapping[str, Any]], path: str | os.PathLike, *, 
         true, pred = np.asarray(s["target"])[:, 0], np.asarray(s["pred"])[:, 0]
         lim = (float(min(true.min(), pred.min())), float(max(true.max(), pred.max())))
         emax = float(np.abs(pred - true).max()) or 1.0
-        for c, (vals, cmap, vl, name) in enumerate(
-            ((true, "viridis", lim, f"truth {output_name}"), (pred, "viridis", lim, "prediction"), (pred - true, "RdBu_r", (-emax, emax), "error (pred - truth)"))
-        ):
+        panels = [(true, "viridis", lim, f"truth {output_name}"), (pred, "viridis", lim, "prediction"), (pred - true, "RdBu_r", (-emax, emax), "error (pred - truth)")]
+        if first:
+            inp = np.asarray(s["inputs"])[:, 0]
+            panels.insert(0, (inp, "cividis", (float(inp.min()), float(inp.max())), f"input {input_name}"))
+        for c, (vals, cmap, vl, name) in enumerate(panels):
             ax = axes[r, c]
             im = ax.tripcolor(tri, vals, shading="gouraud", cmap=cmap, vmin=vl[0], vmax=vl[1])
             fig.colorbar(im, ax=ax, fraction=0.046, pad=0.04)

@@ -167,6 +167,8 @@ def build_for_data(model_config: Mapping[str, Any], ds: ArrayDataset, where: str
 
     Globals (module docstring): a model accepting them gets ``global_channels`` set from the data
     when it has that hyperparameter (its ``Hparams``); otherwise they widen its input channels.
+    Input sets (``view.input_sets``): the model's ``input_sets`` hyperparameter is set to their
+    ``[coordinate dim, channels]``; a model without ``accepts_input_sets`` is refused.
     """
     from opflow.models.base import build_model, model_class
 
@@ -186,6 +188,16 @@ def build_for_data(model_config: Mapping[str, Any], ds: ArrayDataset, where: str
         if int(cfg.get("n_points") or n) != n:
             raise ConfigError(f"{where}.n_points: {cfg['n_points']} but the data have {n} input points; remove n_points from the model config (it is set from the data)")
         cfg["n_points"] = n
+    sets = [list(s.shape) for s in getattr(ds, "input_sets", ())]
+    if sets:  # input functions on their own point sets (opflow.data.torch_data, "Input sets")
+        if not getattr(cls, "accepts_input_sets", False) or "input_sets" not in cls.Hparams.model_fields:
+            raise ConfigError(
+                f"{where}: arch {cfg['arch']!r} does not take input functions on their own point sets, but the dataset's view "
+                f"declares {len(sets)} (view.input_sets); use a model that does (gnot) or remove view.input_sets"
+            )
+        if cfg.get("input_sets") not in (None, [], sets):
+            raise ConfigError(f"{where}.input_sets: {cfg['input_sets']} but the data have {sets}; remove input_sets from the model config (it is set from the data)")
+        cfg["input_sets"] = sets
     shape = {"in_channels": ds.in_channels + (0 if takes else g), "out_channels": ds.out_channels, "coord_dim": ds.coord_dim}
     return build_model(cfg, shape["in_channels"], shape["out_channels"], shape["coord_dim"], where=where), cfg, shape
 

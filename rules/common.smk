@@ -72,10 +72,36 @@ def source_file(source):
     return out(f"data/sources/{source}.nc")
 
 
+def _has_view(dataset):
+    return "view" in WF.dataset(dataset).model_fields_set
+
+
+def data_owner(dataset, res):
+    """The dataset whose derived file ``dataset`` reads at grid ``res`` (None: a source without a grid).
+
+    Datasets of the same source and split sizes that train at ``res`` derive identical files, so they
+    read one: a dataset without a view reads its own file (the path users know); any other reads the
+    file of the first such dataset without a view, else of the first such dataset (sorted by name);
+    e.g. the inverse-Darcy sets read darcy141's and darcy211's files, a zero-shot grid the file of
+    a dataset training there.
+    """
+    ds = WF.dataset(dataset)
+    if res == dataset_resolution(WF, dataset) and not _has_view(dataset):
+        return dataset
+    key = (ds.source, ds.train, ds.val, ds.test)
+    same = [
+        d for d in WF.datasets
+        if (WF.dataset(d).source, WF.dataset(d).train, WF.dataset(d).val, WF.dataset(d).test) == key and dataset_resolution(WF, d) == res
+    ]
+    return min(same, key=lambda d: (_has_view(d), d)) if same else dataset
+
+
 def dataset_file(dataset, res=None):
-    """The file of ``dataset`` at grid resolution ``res`` (its training resolution by default)."""
+    """The file ``dataset`` reads at grid resolution ``res`` (its training resolution by default):
+    data/<owner>/r<res>.nc, or data/<owner>/all.nc for a source without a grid (owner: data_owner)."""
     res = res if res is not None else dataset_resolution(WF, dataset)
-    return out(f"data/{dataset}/r{res}.nc") if res is not None else out(f"data/{dataset}/all.nc")
+    owner = data_owner(dataset, res)
+    return out(f"data/{owner}/r{res}.nc") if res is not None else out(f"data/{owner}/all.nc")
 
 
 def derive_input(wildcards):

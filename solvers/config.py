@@ -135,6 +135,14 @@ def _check_task_and_view(where: str, ds: Any, info: SourceInfo) -> None:
         missing = [n for n in names if n not in variables]
         if missing:
             raise ConfigError(f"{where}.task.{key}: {missing} are not variables of source {ds.source!r}; it writes {sorted(info.fields)}")
+    for i, spec in enumerate(getattr(ds.view, "input_sets", None) or ()):
+        key = f"{where}.view.input_sets.{i}"
+        missing = [n for n in [*spec.inputs, *(spec.coords if isinstance(spec.coords, list) else [])] if n not in variables]
+        if missing:
+            raise ConfigError(f"{key}: {missing} are not variables of source {ds.source!r}; it writes {sorted(info.fields)}")
+        set_dims = {info.fields[n].dims for n in spec.inputs if n in info.fields}
+        if len(set_dims) != 1 or len(next(iter(set_dims))) != 1:
+            raise ConfigError(f"{key}.inputs: {spec.inputs} must lie on one point dimension (sample, D); they have {sorted(set_dims)}")
     outputs = ds.task.outputs or [n for n, f in info.fields.items() if f.role == "output"]
     trajectory = any(info.fields[n].dims[:1] == ("t",) and len(info.fields[n].dims) > 1 for n in outputs if n in info.fields)
     view = ds.view

@@ -15,6 +15,24 @@ whose value on a triangle is the grid coefficient evaluated at the triangle's ce
 interpolation of the four surrounding grid nodes (``coeff_at_cells="bilinear"``, the default) or by
 the value of the nearest grid node (``"nearest"``).
 
+Where the coefficient map is applied (``coefficient_map``). ``a = T(g)`` with ``T`` the threshold
+(``high`` where ``g >= threshold``, else ``low``) or ``exp``, ``g`` the Gaussian field on the grid.
+
+* ``"grid"`` (default): ``T`` on the grid nodes (``darcy_fd``'s coefficient), then interpolated:
+  ``a_h(x) = I_s[T(g)](x)``. A 12/3 field then has ramps one grid spacing wide across its
+  interfaces, with values between 3 and 12.
+* ``"points"``: ``g`` interpolated, then ``T`` at each centroid and node: ``a(x) = T(I_s[g](x))``,
+  truly two-valued, its interfaces the zero lines of the bilinear interpolant of ``g``.
+
+Either way ``a(x)`` is one function of ``x`` fixed by the seed, the sample index and the grid
+resolution ``s``: it does not depend on the mesh. Meshes of one domain at different ``mesh_size``
+(and the same ``resolution``) therefore carry the same coefficient functions sample by sample,
+which is what a zero-shot test on a finer mesh needs. The irregular-domain data sets use
+``"points"`` (docs/irregular_domains.md); :meth:`DarcyFEMGenerator.coefficient_at` evaluates
+``a(x)`` anywhere in the box. ``index_offset`` shifts the per-sample seeds (sample ``i`` draws from
+``sample_rng(seed, index_offset + i)``), so a source of ``n`` samples regenerates, for example, the
+last ``n`` (the test split) of another source on another mesh.
+
 Accuracy (tests/solvers/test_darcy_fem.py). With a smooth coefficient, P1 converges at order 2 in
 L2 and 1 in H1 (also with the DG0 centroid coefficient: the midpoint rule keeps the consistency
 error O(h^2)); P2 at orders 3 and 2 when the coefficient is exact. A DG0 coefficient limits P2 to
@@ -33,7 +51,16 @@ or ``~/.cache/opflow/meshes``; at s = 421 meshing takes ~10-25 s once); ``domain
 gmsh ``.msh`` file with a 2-D physical group of linear triangles (its bounding box then carries the
 coefficient grid). Curved boundaries (holes, disk) are polygons within O(h^2) of the exact curve.
 Dirichlet conditions are applied on every exterior facet (the whole boundary, hole boundaries
-included).
+included). ``mesh_size`` is checked when the parameters are built (range, holes, arms) and every
+new mesh is checked for orientation, angles, edge lengths and area before it is written
+(:func:`meshes.domains.check_mesh`), so a bad value stops before any solve. The sizes of a mesh
+data set (``dims()``: nodes and triangles) are read from the gmsh file alone (no dolfinx, no
+MPI), so the workflow can check a config that holds mesh sources when it loads.
+
+On the L-shape the solution of a smooth problem has the corner singularity
+``r^(2/3) sin(2 theta / 3)`` (re-entrant angle 3 pi / 2), and P1 on quasi-uniform meshes converges
+at the singularity-limited orders 2/3 in H1 and 4/3 in L2: measured 0.66 and 1.36 for that exact
+harmonic function with its Dirichlet data (``DarcyFEM(dirichlet=...)``), mesh sizes 0.1 .. 0.0125.
 
 Reuse across samples: the forms are compiled once, the matrix is assembled into the same PETSc
 ``Mat`` for each sample, the load vector (``f`` does not depend on the sample) is assembled once, and
@@ -248,12 +275,16 @@ def error_norms(uh: Any, exact: Callable[[Any], Any], quadrature_degree: int | N
 
 
 class DarcyFEM:
-    """A reusable finite-element solver of ``-div(a grad u) = f``, ``u = 0`` on the boundary, on one mesh.
+    """A reusable finite-element solver of ``-div(a grad u) = f``, ``u = g`` on the boundary, on one mesh.
 
     ``coefficient=None`` (the data-generation case) makes ``a`` a DG0 function whose cell values are
     set by :meth:`set_cell_coefficient` before each :meth:`solve`; a callable ``coefficient(x)``
     returning a UFL expression of the spatial coordinate fixes ``a`` (used for manufactured
-    solutions). ``source`` is a number or such a callable. Forms are compiled in the constructor.
+    solutions). ``source`` is a number or such a callable. ``dirichlet`` is the boundary value
+    ``g``: ``None`` (the data sets: ``g = 0``) or a callable ``g(x)`` returning a UFL expression,
+    interpolated into ``V_h`` and imposed on every exterior facet by lifting (the load vector then
+    depends on ``a`` and is re-assembled at each solve; used for exact solutions such as the
+    L-shape's corner singularity). Forms are compiled in the constructor.
     """
 
     def __init__(
@@ -263,6 +294,7 @@ class DarcyFEM:
         degree: int = 1,
         source: float | Callable[[Any], Any] = 1.0,
         coefficient: Callable[[Any], Any] | None = None,
+        dirichlet: Callable[[Any], Any] | None = None,
         solver: str = "mumps",
         rtol: float = 1e-10,
         maxiter: int = 500,
@@ -291,7 +323,14 @@ class DarcyFEM:
         self.L_form = fem.form(f_expr * v * meas)
         mesh.topology.create_connectivity(tdim - 1, tdim)
         facets = dx.mesh.exterior_facet_indices(mesh.topology)
-        self.bc = fem.dirichletbc(0.0, fem.locate_dofs_topological(self.V, tdim - 1, facets), self.V)
+        boundary_dofs = fem.locate_dofs_topological(self.V, tdim - 1, facets)
+        self.lifted = dirichlet is not None
+        if dirichlet is None:
+            self.bc = fem.dirichletbc(0.0, boundary_dofs, self.V)
+        else:
+            g = fem.Function(self.V, name="dirichlet")
+            g.interpolate(fem.Expression(dirichlet(x), self.V.element.interpolation_points))
+            self.bc = fem.dirichletbc(g, boundary_dofs)
         self.A = dx.fem_petsc.create_matrix(self.a_form)
         # symmetric positive definite for a > 0 (boundary rows and columns are zeroed, diagonal 1):
         # MUMPS then factorises LL^T without pivoting and GAMG estimates eigenvalues with CG
@@ -321,11 +360,14 @@ class DarcyFEM:
         self.stats: dict[str, float] = {}
 
     def assemble_rhs(self) -> None:
-        """(Re)assemble the load vector (done once: it does not depend on the coefficient)."""
+        """(Re)assemble the load vector: once for ``g = 0`` (it does not depend on the coefficient),
+        at every solve with Dirichlet data (the lifting ``-A g`` does)."""
         dx = self._dx
         with self.b.localForm() as loc:
             loc.set(0.0)
         dx.fem_petsc.assemble_vector(self.b, self.L_form)
+        if self.lifted:
+            dx.fem_petsc.apply_lifting(self.b, [self.a_form], bcs=[[self.bc]])
         self.b.ghostUpdate(addv=dx.PETSc.InsertMode.ADD, mode=dx.PETSc.ScatterMode.REVERSE)
         dx.fem_petsc.set_bc(self.b, [self.bc])
         self.b_norm = self.b.norm()
@@ -341,6 +383,8 @@ class DarcyFEM:
         dx = self._dx
         PETSc = dx.PETSc
         t0 = time.perf_counter()
+        if self.lifted:
+            self.assemble_rhs()
         self.A.zeroEntries()
         dx.fem_petsc.assemble_matrix(self.A, self.a_form, bcs=[self.bc])
         self.A.assemble()
@@ -407,6 +451,13 @@ class DarcyFEMParams(CoefficientParams):
     degree: Literal[1, 2] = 1
     #: how the DG0 coefficient is taken from the grid at cell centroids
     coeff_at_cells: Literal["bilinear", "nearest"] = "bilinear"
+    #: where the map from the Gaussian field g to a (threshold or exp) is applied: "grid" (the grid
+    #: coefficient of darcy_fd, then interpolated) or "points" (g interpolated, then mapped at each
+    #: centroid and node: one coefficient function on every mesh of the domain; module doc)
+    coefficient_map: Literal["grid", "points"] = "grid"
+    #: sample i draws its Gaussian field from sample_rng(seed, index_offset + i) (another set's
+    #: samples, e.g. a test split on a finer mesh)
+    index_offset: int = 0
     #: grid: s x s grid fields (+ inside mask); mesh: values at the mesh nodes (UGRID layout)
     output: Literal["grid", "mesh"] = "grid"
     # -- the linear solver
@@ -437,6 +488,8 @@ class DarcyFEMParams(CoefficientParams):
             raise ValueError(f"rtol must be in (0, 1e-4], got {self.rtol}")
         if self.maxiter < 1:
             raise ValueError(f"maxiter must be >= 1, got {self.maxiter}")
+        if self.index_offset < 0:
+            raise ValueError(f"index_offset must be >= 0, got {self.index_offset}")
         object.__setattr__(self, "holes", tuple(tuple(float(c) for c in h) for h in self.holes))
         if self.domain in GMSH_DOMAINS:
             from meshes.domains import check_domain
@@ -496,6 +549,7 @@ class DarcyFEMGenerator(Generator):
         self._layout: dict[str, Any] | None = None
         self._setup_obj: _Setup | None = None
         self._fd: Any = None
+        self._counts: tuple[int, int] | None = None
         self.timings: dict[str, float] = {}
 
     # -- cheap descriptions
@@ -519,8 +573,23 @@ class DarcyFEMGenerator(Generator):
     def dims(self) -> dict[str, int]:
         if self.params.output == "grid":
             return {"x": self.s, "y": self.s}
-        lay = self.layout()
-        return {"node": len(lay["node_x"]), "cell": len(lay["cells"]), "corner": 3}
+        nodes, cells = self.mesh_counts()
+        return {"node": nodes, "cell": cells, "corner": 3}
+
+    def mesh_counts(self) -> tuple[int, int]:
+        """``(nodes, triangles)`` of the mesh, from its gmsh file: meshed (once, cached) and counted
+        with gmsh alone, so the workflow can size a dataset when it loads without dolfinx or MPI."""
+        if self._layout is not None:
+            return len(self._layout["node_x"]), len(self._layout["cells"])
+        if self._counts is None and self.params.domain == "unit_square":
+            n = self.params.refine * (self.s - 1)
+            self._counts = ((n + 1) ** 2, 2 * n * n)
+        if self._counts is None:
+            from meshes.domains import mesh_stats
+
+            stats = mesh_stats(self._mesh_path(serial=self._comm is None))
+            self._counts = (stats.nodes, stats.triangles)
+        return self._counts
 
     def coords(self) -> dict[str, Variable]:
         if self.params.output == "grid":
@@ -581,7 +650,8 @@ class DarcyFEMGenerator(Generator):
                 self._mesh_obj = gmsh_mesh(self._mesh_path(), self.comm)
         return self._mesh_obj
 
-    def _mesh_path(self) -> Path:
+    def _mesh_path(self, serial: bool = False) -> Path:
+        """The .msh file; meshed on rank 0 while the others wait, or here alone with ``serial``."""
         p = self.params
         if p.domain == "file":
             path = Path(p.mesh_file)
@@ -590,6 +660,11 @@ class DarcyFEMGenerator(Generator):
             return path
         from meshes.domains import cached_mesh
 
+        if serial:
+            try:
+                return cached_mesh(p.domain, mesh_size=p.effective_mesh_size, **p.domain_options())
+            except Exception as e:
+                raise ConfigError(f"meshing domain {p.domain!r} failed: {e}") from None
         path, error = None, None
         if self.comm.rank == 0:  # mesh once; the other ranks wait for the file (or the error)
             try:
@@ -629,6 +704,8 @@ class DarcyFEMGenerator(Generator):
         x = bcast_array(comm, x)
         cells = bcast_array(comm, cells)
         box = (float(x[:, 0].min()), float(x[:, 0].max()), float(x[:, 1].min()), float(x[:, 1].max()))
+        if self._counts is not None and self._counts != (len(x), len(cells)):
+            raise RuntimeError(f"dolfinx read {len(x)} nodes and {len(cells)} cells but the gmsh file counts {self._counts}")
         self._layout = {
             "node_x": x[:, 0].copy(),
             "node_y": x[:, 1].copy(),
@@ -690,29 +767,83 @@ class DarcyFEMGenerator(Generator):
     # -- the coefficient (shared with darcy_fd)
     def coefficients(self, seed: int, indices: np.ndarray) -> np.ndarray:
         """The ``(len(indices), s, s)`` grid coefficients ``a[b, i, j]`` at ``(x_i, y_j)``: exactly
-        those of ``darcy_fd`` with the same coefficient parameters (its sampler is called)."""
+        those of ``darcy_fd`` with the same coefficient parameters (its sampler is called) for the
+        samples ``index_offset + indices``."""
         if self._fd is None:
             from solvers.darcy import DarcyFD
 
             self._fd = DarcyFD(self.params.fd_params())
-        return self._fd.coefficients(seed, np.asarray(indices, dtype=np.int64))
+        return self._fd.coefficients(seed, np.asarray(indices, dtype=np.int64) + self.params.index_offset)
+
+    def gaussian_fields(self, seed: int, indices: np.ndarray) -> np.ndarray:
+        """The ``(len(indices), s, s)`` Gaussian fields ``g`` on the grid before the map to ``a``: the
+        draws of ``darcy_fd``'s sampler (:func:`solvers.grf.neumann_grf` from
+        ``sample_rng(seed, index_offset + i)``), so ``map_field(g)`` is :meth:`coefficients`."""
+        from opflow.data.provenance import sample_rng
+        from solvers.grf import neumann_grf
+
+        p = self.params
+        idx = np.asarray(indices, dtype=np.int64) + p.index_offset
+        rngs = [sample_rng(seed, int(i)) for i in idx]
+        return neumann_grf(rngs, self.s, alpha=p.alpha, tau=p.tau, sigma=p.sigma, convention=p.grf_convention)
+
+    def map_field(self, g: np.ndarray) -> np.ndarray:
+        """``a = T(g)``: ``high`` where ``g >= threshold`` else ``low``, or ``exp(g)``, rounded to float32
+        (as ``darcy_fd`` does: the stored coefficient is the one solved)."""
+        from solvers.darcy import coefficient_from_grf
+
+        p = self.params
+        a = coefficient_from_grf(np.asarray(g, dtype=np.float64), p.coefficient, threshold=p.threshold, high=p.high, low=p.low)
+        with np.errstate(over="ignore"):  # overflow becomes inf and is reported before the solve
+            return a.astype(np.float32).astype(np.float64)
+
+    def sample_fields(self, seed: int, indices: np.ndarray) -> np.ndarray:
+        """The grid field each sample's coefficient is made from: the grid coefficient ``a``
+        (``coefficient_map="grid"``) or the Gaussian field ``g`` (``"points"``)."""
+        if self.params.coefficient_map == "grid":
+            return self.coefficients(seed, indices)
+        return self.gaussian_fields(seed, indices)
+
+    def _coefficient_from(self, weights: sp.csr_matrix, field: np.ndarray) -> np.ndarray:
+        """The coefficient at the points of ``weights`` (a grid -> points interpolation) from a grid field."""
+        values = weights @ np.asarray(field, dtype=np.float64).ravel()
+        return values if self.params.coefficient_map == "grid" else self.map_field(values)
+
+    def coefficient_at(self, points: np.ndarray, seed: int, indices: np.ndarray) -> np.ndarray:
+        """The coefficient function ``a(x)`` of samples ``indices`` at any ``points`` ``(N, 2)`` of the
+        box, ``(len(indices), N)``: at cell centroids and mesh nodes exactly what the solver used and
+        the file stores. It depends on the points only, not on the mesh they come from."""
+        weights = grid_to_points(np.asarray(points, dtype=np.float64), self.s, self.box, self.params.coeff_at_cells)
+        fields = self.sample_fields(seed, np.asarray(indices, dtype=np.int64))
+        return np.stack([self._coefficient_from(weights, f) for f in fields]) if len(fields) else np.zeros((0, len(points)))
 
     def solve_grid_coefficient(self, a: np.ndarray, *, index: int | None = None, seed: int | None = None) -> dict[str, np.ndarray]:
         """Solve for one grid coefficient ``a`` (``(s, s)``, ``a[i, j]`` at ``(x_i, y_j)``) and return
-        this generator's fields for it (``coeff``, ``pressure``, ...; float64, no sample axis)."""
+        this generator's fields for it (``coeff``, ``pressure``, ...; float64, no sample axis).
+        For ``coefficient_map="grid"``; with ``"points"`` pass the Gaussian field to :meth:`solve_field`."""
+        if self.params.coefficient_map != "grid":
+            raise ValueError("coefficient_map is 'points': the solve starts from the Gaussian field; call solve_field(g)")
+        return self.solve_field(a, index=index, seed=seed)
+
+    def solve_field(self, field: np.ndarray, *, index: int | None = None, seed: int | None = None) -> dict[str, np.ndarray]:
+        """Solve for one sample given by its grid field (:meth:`sample_fields`: the grid coefficient
+        or the Gaussian field, ``(s, s)``) and return this generator's fields for it (float64)."""
         st = self.setup()
         p = self.params
-        a = np.asarray(a, dtype=np.float64)
-        if a.shape != (self.s, self.s):
-            raise ValueError(f"grid coefficient must have shape {(self.s, self.s)}, got {a.shape}")
-        if not (np.all(np.isfinite(a)) and a.min() > 0):
-            raise SolverError(
-                f"coefficient is not positive and finite (min {np.nanmin(a):.3g}); check the coefficient parameters",
-                index=index,
-                seed=seed,
-            )
-        a_flat = a.ravel()
-        st.solver.set_cell_coefficient(st.cell_weights @ a_flat)
+        f = np.asarray(field, dtype=np.float64)
+        if f.shape != (self.s, self.s):
+            raise ValueError(f"grid field must have shape {(self.s, self.s)}, got {f.shape}")
+        f_flat = f.ravel()
+        kappa = self._coefficient_from(st.cell_weights, f_flat)
+        grid_a = f if p.coefficient_map == "grid" else self.map_field(f)
+        for a in (grid_a, kappa):
+            if not (np.all(np.isfinite(a)) and a.min() > 0):
+                raise SolverError(
+                    f"coefficient is not positive and finite (min {np.nanmin(a):.3g}); check the coefficient parameters",
+                    index=index,
+                    seed=seed,
+                )
+        st.solver.set_cell_coefficient(kappa)
         uh = st.solver.solve(index=index, seed=seed)
         t0 = time.perf_counter()
         u = gather_rows(self.comm, st.rows, st.evaluate @ uh.x.array, st.n_rows, allow_missing=p.output == "grid")
@@ -721,13 +852,13 @@ class DarcyFEMGenerator(Generator):
         if p.output == "grid":
             mask = self._inside
             out["pressure"] = np.where(mask, u, 0.0).reshape(self.s, self.s)
-            out["coeff"] = a if p.domain == "unit_square" else np.where(mask, a_flat, 0.0).reshape(self.s, self.s)
+            out["coeff"] = grid_a if p.domain == "unit_square" else np.where(mask, grid_a.ravel(), 0.0).reshape(self.s, self.s)
             if p.domain != "unit_square":
                 out["inside"] = mask.reshape(self.s, self.s).astype(np.int8)
         else:
             out["pressure"] = u
-            out["coeff"] = st.node_weights @ a_flat
-            out["coeff_cell"] = st.cell_weights_global @ a_flat
+            out["coeff"] = self._coefficient_from(st.node_weights, f_flat)
+            out["coeff_cell"] = self._coefficient_from(st.cell_weights_global, f_flat)
         self._output_s = time.perf_counter() - t0
         return out
 
@@ -737,11 +868,11 @@ class DarcyFEMGenerator(Generator):
         p = self.params
         indices = np.asarray(indices, dtype=np.int64)
         t0 = time.perf_counter()
-        coeffs = self.coefficients(seed, indices)
+        grid_fields = self.sample_fields(seed, indices)
         t_coef = (time.perf_counter() - t0) / max(len(indices), 1)
         out: dict[str, list[np.ndarray]] = {name: [] for name in self.fields()}
-        for i, a in zip(indices, coeffs, strict=True):
-            fields = self.solve_grid_coefficient(a, index=int(i), seed=int(seed))
+        for i, f in zip(indices, grid_fields, strict=True):
+            fields = self.solve_field(f, index=int(i), seed=int(seed))
             for k, v in fields.items():
                 out[k].append(v)
             self.timings.update(

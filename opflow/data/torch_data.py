@@ -11,6 +11,7 @@ Batch format (a dict; every model takes it, see :mod:`opflow.models.base`)::
     globals     (B, g)         optional: per-sample inputs without a point dimension (Lorenz-63's
                                y(0), z(0); the elasticity radius code), see below
     grid_shape  tuple          optional: (n_x, n_y) when the points are one row-major grid
+    input_sets  list of dicts  optional: more input functions, each on its own point set (below)
     index       (B,) long      position of each sample in its dataset
     rollout_steps int          optional: the batch holds whole trajectories to be predicted
                                autoregressively (:mod:`opflow.data.trajectory`)
@@ -34,6 +35,16 @@ with ``accepts_globals = True`` take them as ``forward(..., globals=...)``; for 
 ``opflow.train`` broadcasts the normalised globals to every point and appends them to the input
 channels (so ``in_channels = c_in + g`` for those models).
 
+Input sets. A view may declare more input functions, each discretised on its own point set (a
+``mesh`` view's ``input_sets``, :class:`opflow.data.view_spec.InputSetSpec`; GNOT's heterogeneous
+inputs, Hao et al. 2023 Sec. 3.3): ``input_sets[l]`` is ``{"coords": (B, N_l, d_l), "values":
+(B, N_l, c_l), "mask": (B, N_l) bool}`` (the mask only when the set's sizes differ within the
+batch), padded by :func:`collate` like the main point set. Their values are normalised on the
+training split, one normaliser per set (``Normalizers.input_sets``); coordinates are not. Only
+models with ``accepts_input_sets = True`` take them, as ``forward(..., input_sets=[(coords,
+values, mask), ...])``; the trainer refuses to build any other model on such a dataset. Datasets
+without input sets, and every model, see no difference.
+
 Shuffling is a :class:`~torch.utils.data.distributed.DistributedSampler` in every case (one
 replica without DDP): the order of epoch ``e`` is a permutation drawn from ``seed + e`` alone, so a
 resumed run replays it exactly, and under DDP with ``W`` processes the union of the ``W`` local
@@ -45,7 +56,7 @@ from __future__ import annotations
 import os
 import random
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -138,26 +149,65 @@ def concat_normalizers(parts: Sequence[Normalizer]) -> Normalizer:
 
 @dataclass
 class Normalizers:
-    """The three normalisers of a run: point inputs, outputs and globals (fitted on train only)."""
+    """The normalisers of a run: point inputs, outputs, globals and each input set's values (fitted on train only)."""
 
     inputs: Normalizer
     outputs: Normalizer
     globals: Normalizer
+    input_sets: list[Normalizer] = field(default_factory=list)
 
     def state_dict(self) -> dict[str, Any]:
-        return {"inputs": self.inputs.state_dict(), "outputs": self.outputs.state_dict(), "globals": self.globals.state_dict()}
+        state = {"inputs": self.inputs.state_dict(), "outputs": self.outputs.state_dict(), "globals": self.globals.state_dict()}
+        if self.input_sets:
+            state["input_sets"] = [n.state_dict() for n in self.input_sets]
+        return state
 
     @classmethod
     def from_state(cls, state: Mapping[str, Any]) -> Normalizers:
-        """Rebuild from :meth:`state_dict` (files written before globals existed have none)."""
+        """Rebuild from :meth:`state_dict` (files written before globals or input sets existed have none)."""
         g = state.get("globals")
-        return cls(normalizer_from_state(state["inputs"]), normalizer_from_state(state["outputs"]), normalizer_from_state(g) if g else Identity())
+        sets = [normalizer_from_state(s) for s in state.get("input_sets") or ()]
+        return cls(normalizer_from_state(state["inputs"]), normalizer_from_state(state["outputs"]), normalizer_from_state(g) if g else Identity(), sets)
 
     def to(self, device: torch.device | str) -> Normalizers:
         self.inputs.to(device)
         self.outputs.to(device)
         self.globals.to(device)
+        for n in self.input_sets:
+            n.to(device)
         return self
+
+
+@dataclass
+class InputSet:
+    """One more input function of a split on its own point set (module docstring, "Input sets").
+
+    ``coords`` ``(n, d)`` shared by every sample or ``(S, n, d)``; ``values (S, n, c)``; ``counts
+    (S,)`` real points per sample (padded storage) or None; ``names`` the file variables of the values.
+    """
+
+    names: tuple[str, ...]
+    coords: torch.Tensor
+    values: torch.Tensor
+    counts: torch.Tensor | None = None
+
+    @property
+    def shape(self) -> tuple[int, int]:
+        """``(coordinate dimension, channels)``: what a model is built with."""
+        return int(self.coords.shape[-1]), int(self.values.shape[-1])
+
+    def mask(self) -> torch.Tensor | None:
+        """``(S, n)`` bool, False at padding; None when every sample has every point."""
+        if self.counts is None:
+            return None
+        mask = torch.arange(self.values.shape[1])[None, :] < self.counts[:, None]
+        return None if bool(mask.all()) else mask
+
+    def item(self, i: int) -> dict[str, torch.Tensor]:
+        """Sample ``i``'s points and values, cut to its real points."""
+        n = self.values.shape[1] if self.counts is None else int(self.counts[i])
+        c = self.coords[i] if self.coords.dim() == 3 else self.coords
+        return {"coords": c[:n], "values": self.values[i, :n]}
 
 
 # --------------------------------------------------------------------------- datasets
@@ -183,6 +233,8 @@ class ArrayDataset(Dataset):
     counts: torch.Tensor | None = None
     grid_shape: tuple[int, ...] | None = None
     rollout_steps: int = 0
+    #: more input functions on their own point sets (module docstring, "Input sets")
+    input_sets: tuple[InputSet, ...] = ()
 
     def _init_common(self, path: str | os.PathLike, split: str | None) -> None:
         self.path = Path(path)
@@ -252,6 +304,8 @@ class ArrayDataset(Dataset):
         }
         if self.globals is not None:
             item["globals"] = self.globals[i]
+        if self.input_sets:
+            item["input_sets"] = [s.item(i) for s in self.input_sets]
         if self.rollout_steps:
             item["rollout_steps"] = self.rollout_steps
         return item
@@ -264,11 +318,15 @@ class ArrayDataset(Dataset):
             fit_normalizer(input_kind, self.inputs, mask, self.grid_shape),
             fit_normalizer(output_kind, self.target, mask, self.grid_shape),
             fit_normalizer(input_kind, g[:, None, :], None, None) if g is not None and g.shape[-1] else Identity(),
+            [fit_normalizer(input_kind, s.values, s.mask(), None) for s in self.input_sets],
         )
 
     def info(self) -> dict[str, Any]:
-        """What a trained model records about its data (``model.pt`` ``task``)."""
+        """What a trained model records about its data (``model.pt`` ``task``; ``input_sets``, the
+        ``[coordinate dim, channels]`` of each input set, only when there are some)."""
+        extra = {"input_sets": [list(s.shape) for s in self.input_sets]} if self.input_sets else {}
         return {
+            **extra,
             **self.task.to_dict(),
             "globals": list(self.global_names),
             "view_kind": self.kind,
@@ -393,6 +451,17 @@ def collate(items: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
         batch["target"], tmask = _pad([it["target"] for it in items])
         if (tmask is None) != (target_mask is None) or (tmask is not None and not torch.equal(tmask, target_mask)):
             raise ValueError("each sample needs one target row per output point (query point, or input point without query)")
+    n_sets = {len(it.get("input_sets") or ()) for it in items}
+    if len(n_sets) != 1:
+        raise ValueError(f"samples of one batch have different numbers of input sets {sorted(n_sets)}")
+    if (k := n_sets.pop()) > 0:
+        batch["input_sets"] = []
+        for l in range(k):
+            sc, smask = _pad([it["input_sets"][l]["coords"] for it in items])
+            sv, _ = _pad([it["input_sets"][l]["values"] for it in items])
+            if any(it["input_sets"][l]["values"].shape[0] != it["input_sets"][l]["coords"].shape[0] for it in items):
+                raise ValueError(f"input set {l}: each sample needs as many value rows as points")
+            batch["input_sets"].append({"coords": sc, "values": sv, **({"mask": smask} if smask is not None else {})})
     has_globals = ["globals" in it and it["globals"] is not None for it in items]
     if any(has_globals):
         if not all(has_globals):
@@ -412,8 +481,19 @@ def collate(items: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
 
 
 def to_device(batch: Mapping[str, Any], device: torch.device) -> dict[str, Any]:
+    """The batch with every tensor (also those in lists and dicts: ``input_sets``) on ``device``."""
     nb = device.type == "cuda"
-    return {k: (v.to(device, non_blocking=nb) if isinstance(v, torch.Tensor) else v) for k, v in batch.items()}
+
+    def move(v: Any) -> Any:
+        if isinstance(v, torch.Tensor):
+            return v.to(device, non_blocking=nb)
+        if isinstance(v, list):
+            return [move(x) for x in v]
+        if isinstance(v, dict):
+            return {k: move(x) for k, x in v.items()}
+        return v
+
+    return {k: move(v) for k, v in batch.items()}
 
 
 def output_mask(batch: Mapping[str, Any]) -> torch.Tensor | None:

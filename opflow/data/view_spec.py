@@ -12,7 +12,7 @@ kind        parameters (defaults)
 auto        none: ``grid`` for fields on ``(sample, x[, y])``, ``series``/``mesh`` on one point dim
 grid        none
 series      none
-mesh        none
+mesh        ``input_sets`` ([]): more input functions on their own point sets (:class:`InputSetSpec`)
 window      ``history`` (10), ``frames`` ([first, last], default all), ``train_frames`` (default
             every frame from ``first + history`` to ``last``)
 one_step    ``input_frame`` (0), ``output_frame`` (1)
@@ -24,10 +24,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Annotated, Any, Literal
 
-from pydantic import BeforeValidator, SerializeAsAny, TypeAdapter, ValidationError, create_model, model_validator
+from pydantic import BeforeValidator, Field, SerializeAsAny, TypeAdapter, ValidationError, create_model, model_validator
 from pydantic_core import PydanticCustomError
 
-from opflow.schema import FrameRange, NonNegInt, PosInt, StrictModel, format_error
+from opflow.schema import Float, FrameRange, NonNegInt, PosInt, Str, StrictModel, format_error
 
 from .errors import ConfigError
 
@@ -69,8 +69,51 @@ class SeriesView(View):
     kind: Literal["series"] = "series"
 
 
+class InputSetSpec(StrictModel):
+    """One more input function on its own point set (``view.input_sets`` of a ``mesh`` view).
+
+    ``inputs``: variables on one point dimension ``(sample, D)`` (their values are the function's
+    channels). ``coords``: where the points are: ``auto`` = the coordinate variables of ``D`` (role
+    ``coordinate`` on ``(sample, D)``, or ``D_x, D_y``, or ``D`` itself); a list of variable names
+    on ``(D,)`` or ``(sample, D)``; ``index`` = the 1-D position ``j / (n - 1)`` along ``D``;
+    ``polar`` = the 2-D points ``centre + r_j (cos theta_j, sin theta_j)``, ``theta_j = 2 pi j / (n - 1)``
+    with ``r`` the first input (a star-shaped boundary given by its radii at equally spaced angles
+    over [0, 2 pi], endpoint repeated, as the elasticity ``radius_code``). ``centre``: polar only.
+    """
+
+    inputs: list[Str] = Field(min_length=1)
+    coords: list[Str] | Literal["auto", "index", "polar"] = "auto"
+    centre: tuple[Float, Float] | None = None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _single_name(cls, data: Any) -> Any:
+        if isinstance(data, Mapping) and isinstance(data.get("inputs"), str):
+            data = {**data, "inputs": [data["inputs"]]}
+        return data
+
+    @model_validator(mode="after")
+    def _centre_polar(self) -> InputSetSpec:
+        if self.centre is not None and self.coords != "polar":
+            raise ValueError(f"centre is only used with coords: polar (got coords: {self.coords})")
+        if len(set(self.inputs)) != len(self.inputs):
+            raise ValueError(f"inputs: variable names repeat in {self.inputs}")
+        return self
+
+
 class MeshView(View):
+    """Per-sample point clouds; ``input_sets``: more input functions, each on its own point set
+    (the batch key ``input_sets`` of :mod:`opflow.data.torch_data`; models with ``accepts_input_sets``)."""
+
     kind: Literal["mesh"] = "mesh"
+    input_sets: list[InputSetSpec] = Field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        """Without ``input_sets`` when there are none, so the run hashes of plain mesh datasets stay as they were."""
+        d = super().to_dict()
+        if not self.input_sets:
+            d.pop("input_sets", None)
+        return d
 
 
 class WindowView(View):
@@ -172,4 +215,4 @@ def parse_view(value: Mapping[str, Any] | str | View | None, where: str = "view"
         raise ConfigError(format_error(e, where)) from None
 
 
-__all__ = ["VIEW_KINDS", "View", "ViewConfig", "parse_view", "register_spec", "spec_of", "unregister_spec", "view_kinds"]
+__all__ = ["VIEW_KINDS", "InputSetSpec", "View", "ViewConfig", "parse_view", "register_spec", "spec_of", "unregister_spec", "view_kinds"]

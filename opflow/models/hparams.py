@@ -265,6 +265,66 @@ class FtHparams(GtHparams):
     ffn_dropout: NonNegFloat = Field(0.1, lt=1)
 
 
+class GnotHparams(Hparams):
+    """``gnot``: Hao et al. 2023, "GNOT: A General Neural Operator Transformer for Operator Learning" (ICML).
+
+    Defaults: the paper's Darcy2d column of Appendix B, Table 4: GELU, attention and embedding width
+    96, expert FFN width 192 (``ffn_ratio`` 2), embedding / output MLPs with 3 layers
+    (``mlp_layers``: residual hidden layers, as the release's ``--mlp-layers``); where the table gives
+    a set the choice is ours: 4 blocks (of "3~4"; Sec. 4.3 calls 4 "an efficient choice"), 8 heads
+    (of {4, 8}), 4 experts (of {1, 4}). ``n_experts: 1`` disables the geometric gate.
+    ``cross_aggregate``: mean (the paper, eq. 7) or sum (the release) over the input functions;
+    ``self_query_skip``: the release's ``q~`` skip in the self-attention (eq. 9 has none);
+    ``globals_mode``: the parameter vector as its own token (``token``, the paper Sec. 3.3) or
+    concatenated to the query points (``query``, the release). ``global_channels`` and ``input_sets``
+    (``[coordinate dim, channels]`` of each extra input point set) are set from the data.
+    """
+
+    width: PosInt = 96
+    n_layers: PosInt = 4
+    n_heads: PosInt = 8
+    n_experts: PosInt = 4
+    ffn_ratio: PosFloat = 2.0
+    mlp_layers: NonNegInt = 3
+    act: Activation = "gelu"
+    cross_aggregate: Literal["mean", "sum"] = "mean"
+    self_query_skip: Bool = False
+    globals_mode: Literal["token", "query"] = "token"
+    global_channels: NonNegInt = 0
+    input_sets: list[tuple[PosInt, NonNegInt]] = []
+
+
+class _PatchHparams(Hparams):
+    """Shared by ``vitno`` and ``fano`` (Calvello et al. 2024, Sections 3-4.4, Appendix B.2-B.3).
+
+    Defaults: the paper's 416 x 416 runs (Section 6.2; the authors' run scripts
+    ``paper_run_scripts/2d_experiments_{ViTNO,FANO}``): 13 patches per side (patch size 32 at 416),
+    d_model 128, 6 post-LN layers, 8 heads, FFN 128, GELU, a final 64-mode spectral layer.
+    ``smoothing_modes: 0`` drops that layer.
+    """
+
+    patches_per_side: PosInt | list[PosInt] = 13
+    width: PosInt = 128
+    n_layers: PosInt = 6
+    n_heads: PosInt = 8
+    ffn_dim: PosInt = 128
+    act: Activation = "gelu"
+    dropout: NonNegFloat = Field(0.0, lt=1)
+    smoothing_modes: NonNegInt = 64
+
+
+class VitnoHparams(_PatchHparams):
+    """``vitno``: ViT neural operator; ``lift_modes``: Fourier modes per axis of the per-patch lifting (12)."""
+
+    lift_modes: PosInt | list[PosInt] = 12
+
+
+class FanoHparams(_PatchHparams):
+    """``fano``: Fourier attention neural operator; ``qkv_modes``: modes per axis of the Fourier Q, K, V (9)."""
+
+    qkv_modes: PosInt | list[PosInt] = 9
+
+
 #: arch name -> (hyperparameter model, "module:Class" of the implementation, imported when built)
 ARCHITECTURES: dict[str, tuple[type[Hparams], str]] = {
     "ono": (OnoHparams, "opflow.models.ono:ONO"),
@@ -273,8 +333,11 @@ ARCHITECTURES: dict[str, tuple[type[Hparams], str]] = {
     "gt": (GtHparams, "opflow.models.galerkin:GalerkinTransformer"),
     "ft": (FtHparams, "opflow.models.galerkin:FourierTransformer"),
     "fno": (FnoHparams, "opflow.models.fno:FNO"),
+    "vitno": (VitnoHparams, "opflow.models.continuum:ViTNO"),
+    "fano": (FanoHparams, "opflow.models.continuum:FANO"),
     "deeponet": (DeepONetHparams, "opflow.models.deeponet:DeepONet"),
     "mionet": (MionetHparams, "opflow.models.deeponet:MIONet"),
+    "gnot": (GnotHparams, "opflow.models.gnot:GNOT"),
 }
 
 
@@ -315,6 +378,7 @@ __all__ = [
     "ARCHITECTURES",
     "Activation",
     "FtHparams",
+    "GnotHparams",
     "GtHparams",
     "GtNorm",
     "HEAD_NORMS",

@@ -1,4 +1,5 @@
-"""gmsh Darcy domains: exact areas to mesh tolerance, physical groups, meshio-readable, reproducible."""
+"""gmsh Darcy domains: exact areas to mesh tolerance, physical groups, meshio-readable, reproducible;
+every written mesh passes the validity check and bad mesh sizes stop before meshing."""
 
 from __future__ import annotations
 
@@ -13,10 +14,14 @@ from meshes.domains import (
     DEFAULT_HOLES,
     DOMAIN_TAG,
     DOMAINS,
+    MIN_ANGLE_DEG,
+    MeshStats,
     cached_mesh,
+    check_mesh,
     exact_area,
     generate_mesh,
     gmsh_session,
+    mesh_stats,
     open_msh,
 )
 from opflow.data.errors import ConfigError
@@ -79,6 +84,41 @@ def test_physical_groups_meshio_and_boundary(name: str, tmp_path: Path) -> None:
     assert groups == {(2, DOMAIN_TAG): "domain", (1, BOUNDARY_TAG): "boundary"}
 
 
+@pytest.mark.parametrize("name", DOMAINS)
+def test_mesh_stats_count_and_measure_the_written_mesh(name: str, tmp_path: Path) -> None:
+    """mesh_stats (gmsh only) agrees with an independent reading (meshio): node and triangle
+    counts, area, shortest angle and longest edge; the written mesh meets the validity rules."""
+    h = 0.05
+    stats = mesh_stats(generate_mesh(name, tmp_path / f"{name}.msh", mesh_size=h))
+    pts, tri, _ = _read(tmp_path / f"{name}.msh")
+    assert (stats.nodes, stats.triangles) == (len(pts), len(tri))
+    assert abs(stats.area - _mesh_area(pts, tri)) < 1e-12
+    v = pts[tri]
+    edges = np.linalg.norm(v - np.roll(v, 1, axis=1), axis=-1)
+    assert np.isclose(stats.max_edge, edges.max()) and np.isclose(stats.min_edge, edges.min())
+    a, b, c = np.roll(edges, 1, axis=1).T, np.roll(edges, 2, axis=1).T, edges.T  # law of cosines
+    smallest = np.degrees(np.arccos(np.clip((a * a + b * b - c * c) / (2 * a * b), -1, 1))).min()
+    assert abs(stats.min_angle_deg - smallest) < 1e-6
+    assert stats.min_signed_area > 0 and stats.min_angle_deg >= MIN_ANGLE_DEG and stats.max_edge <= 1.5 * h
+    check_mesh(stats, name, h)
+
+
+@pytest.mark.parametrize(
+    ("change", "match"),
+    [
+        ({"min_signed_area": -1e-4}, "inverted"),
+        ({"min_angle_deg": 5.0}, "smallest angle"),
+        ({"max_edge": 0.2}, "longest edge"),
+        ({"area": 0.74}, "area"),
+    ],
+)
+def test_check_mesh_names_each_violation_and_the_mesh_size(change: dict, match: str) -> None:
+    good = MeshStats(nodes=400, triangles=700, area=0.75, min_angle_deg=30.0, min_signed_area=1e-4, max_edge=0.06, min_edge=0.03)
+    check_mesh(good, "l_shape", 0.05)
+    with pytest.raises(ConfigError, match=rf"mesh_size 0.05 is not a valid mesh: .*{match}"):
+        check_mesh(MeshStats(**{**good.__dict__, **change}), "l_shape", 0.05)
+
+
 def test_square_boundary_nodes_lie_on_the_sides(tmp_path: Path) -> None:
     pts, _, m = _read(generate_mesh("square", tmp_path / "sq.msh", mesh_size=0.1))
     b = pts[np.unique(m.cells_dict["line"])]
@@ -138,6 +178,9 @@ def test_gmsh_session_leaves_an_outside_session_alone() -> None:
         ("perforated", {"mesh_size": 0.05, "holes": ((0.3, 0.5, 0.15), (0.5, 0.5, 0.1))}, "overlap"),
         ("perforated", {"mesh_size": 0.2}, "smallest hole radius"),
         ("l_shape", {"mesh_size": 0.1, "corner": 1.2}, "corner"),
+        ("l_shape", {"mesh_size": 0.3, "corner": 0.8}, "narrowest arm"),
+        ("square", {"mesh_size": 0.6}, "mesh_size"),
+        ("square", {"mesh_size": 5e-4}, "mesh_size >= 1e-3"),
     ],
 )
 def test_bad_domains_raise_config_error_before_meshing(name: str, kw: dict, match: str, tmp_path: Path) -> None:

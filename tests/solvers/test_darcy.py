@@ -231,3 +231,217 @@ def test_non_convergence_hint_names_the_real_parameter():
     assert "method" not in {f.name for f in dataclasses.fields(DarcyFD.Params)}
     assert "direct" in typing.get_args(typing.get_type_hints(DarcyFD.Params)["solver"])
     DarcyFD.from_config({"resolution": 17, "solver": "direct"})  # the hint's advice is a valid config
+
+
+# ------------------------------------------------------------------------------ darcy_fno_exact: the FNO MATLAB pipeline
+# solve_gwf.m of the FNO group: cell-centre values --interp2 'spline'--> nodes, 5-point FD, --spline--> cell centres
+
+
+def _bicubic(rng: np.random.Generator, degree: int = 3):
+    c = rng.normal(size=(degree + 1, degree + 1))
+    return lambda x, y: sum(c[i, j] * x**i * y**j for i in range(degree + 1) for j in range(degree + 1))
+
+
+@pytest.mark.parametrize("s", [6, 33])
+def test_spline_reproduces_bicubic_polynomials_exactly_including_the_extrapolated_ring(s):
+    """A cubic spline reproduces cubics, so the tensor-product spline reproduces every polynomial of
+    degree <= 3 in each variable, at the interior nodes, on the extrapolated boundary ring and at
+    the corners, and back at the cell centres; a quartic is not reproduced (it is a cubic spline)."""
+    from solvers.darcy import cell_centres, node_coordinates, spline_cells_to_nodes, spline_nodes_to_cells
+
+    xc, xn = cell_centres(s), node_coordinates(s)
+    assert xc[0] == 0.5 / s and xc[-1] == 1 - 0.5 / s and xn[0] == 0 and xn[-1] == 1
+    p = _bicubic(np.random.default_rng(s))
+    on_cells, on_nodes = p(xc[:, None], xc[None, :]), p(xn[:, None], xn[None, :])
+    scale = np.abs(on_nodes).max()
+    np.testing.assert_allclose(spline_cells_to_nodes(on_cells), on_nodes, rtol=0, atol=1e-12 * scale)
+    np.testing.assert_allclose(spline_nodes_to_cells(on_nodes), on_cells, rtol=0, atol=1e-12 * scale)
+    # batched input (..., s, s) is the same operation per sample
+    both = spline_cells_to_nodes(np.stack([on_cells, 2 * on_cells]))
+    np.testing.assert_allclose(both[1], 2 * on_nodes, rtol=0, atol=2e-12 * scale)
+    quartic = xc[:, None] ** 4 + 0 * xc[None, :]
+    err = np.abs(spline_cells_to_nodes(quartic) - (xn[:, None] ** 4 + 0 * xn[None, :])).max()
+    assert err > 1e-7, err
+
+
+def test_spline_is_the_not_a_knot_spline_along_each_axis_with_end_cubic_extrapolation():
+    """MATLAB interp2(..., 'spline') on a full grid = MATLAB spline() (cubic, not-a-knot end conditions)
+    along each dimension, extrapolating by the end cubics. Reference: scipy's CubicSpline in pp form
+    (an implementation independent of the B-spline one used), checked to be not-a-knot: the third
+    derivative is continuous at the second and the second-to-last site, and only there."""
+    from scipy.interpolate import CubicSpline, RectBivariateSpline
+
+    from solvers.darcy import cell_centres, node_coordinates, spline_cells_to_nodes, spline_nodes_to_cells
+
+    s = 12
+    xc, xn = cell_centres(s), node_coordinates(s)
+    v = np.random.default_rng(4).uniform(3, 12, (s, s))
+    along_x = CubicSpline(xc, v, axis=0, bc_type="not-a-knot", extrapolate=True)
+    ref = CubicSpline(xc, along_x(xn), axis=1, bc_type="not-a-knot", extrapolate=True)(xn)
+    np.testing.assert_allclose(spline_cells_to_nodes(v), ref, rtol=0, atol=1e-12)
+    # the other order of the axes gives the same (tensor product)
+    along_y = CubicSpline(xc, v, axis=1, bc_type="not-a-knot", extrapolate=True)
+    np.testing.assert_allclose(CubicSpline(xc, along_y(xn), axis=0, bc_type="not-a-knot")(xn), ref, rtol=0, atol=1e-12)
+    back = CubicSpline(xn, CubicSpline(xn, v, axis=0, bc_type="not-a-knot")(xc), axis=1, bc_type="not-a-knot")(xc)
+    np.testing.assert_allclose(spline_nodes_to_cells(v), back, rtol=0, atol=1e-12)
+    # the reference is the not-a-knot spline: cubic coefficients (third derivative / 6) of the
+    # pieces left and right of a site agree at sites 1 and s-2 only
+    jump = np.abs(np.diff(along_x.c[0], axis=0))  # (s-2, s): at sites 1 .. s-2
+    assert jump[0].max() < 1e-9 * np.abs(along_x.c[0]).max() and jump[-1].max() < 1e-9 * np.abs(along_x.c[0]).max()
+    assert jump[1:-1].min(axis=0).min() > 1e-3 * np.abs(along_x.c[0]).max()
+    # RectBivariateSpline (s=0) interpolates alike inside but clamps outside its data box (FITPACK),
+    # so it would not reproduce the boundary ring
+    rbs = RectBivariateSpline(xc, xc, v, s=0)(xn, xn)
+    np.testing.assert_allclose(rbs[1:-1, 1:-1], ref[1:-1, 1:-1], rtol=0, atol=1e-10)
+    assert np.abs(rbs[0] - ref[0]).max() > 0.1
+
+
+def _matlab_matrix(c: np.ndarray):
+    """solve_gwf.m's matrix written out: block j (column j of coef) of the (K-2)^2 interior unknowns,
+    i (row of coef) fastest; tridiagonal diagonal blocks, diagonal off-diagonal blocks, times (K-1)^2."""
+    import scipy.sparse as sp
+
+    K = c.shape[0]
+    blocks = [[None] * (K - 2) for _ in range(K - 2)]
+    for j in range(1, K - 1):
+        i = np.arange(1, K - 1)
+        main = (c[i - 1, j] + c[i, j]) / 2 + (c[i + 1, j] + c[i, j]) / 2 + (c[i, j - 1] + c[i, j]) / 2 + (c[i, j + 1] + c[i, j]) / 2
+        off = -(c[1 : K - 2, j] + c[2 : K - 1, j]) / 2
+        blocks[j - 1][j - 1] = sp.diags([off, main, off], [-1, 0, 1])
+        if j != K - 2:
+            blocks[j - 1][j] = blocks[j][j - 1] = sp.diags(-(c[1 : K - 1, j] + c[1 : K - 1, j + 1]) / 2)
+    return (sp.bmat(blocks) * (K - 1) ** 2).toarray()
+
+
+def test_fd_matrix_is_the_matlab_block_stencil_on_the_interpolated_coefficient():
+    """assemble() on the node coefficient is solve_gwf.m's matrix (coef(i, j) = a[j, i]: MATLAB's rows
+    are y), for a positive field and for the spline-interpolated 12/3 field with its negative ring."""
+    from solvers.darcy import DarcyFnoExact, spline_cells_to_nodes
+
+    s = 11
+    positive = np.random.default_rng(1).uniform(1, 5, (s, s))
+    a = DarcyFnoExact.from_config({"resolution": s}).coefficients(3, np.array([0]))[0]
+    for node_coeff in (positive, spline_cells_to_nodes(a)):
+        A = assemble(node_coeff, "arithmetic").toarray()
+        np.testing.assert_allclose(A, _matlab_matrix(node_coeff.T), rtol=1e-14, atol=1e-14 * np.abs(A).max())
+
+
+def test_without_interpolation_the_variant_is_darcy_fd():
+    from solvers.darcy import DarcyFnoExact
+
+    plain = DarcyFnoExact.from_config({"resolution": 41, "interpolate": False})
+    ref = DarcyFD.from_config({"resolution": 41})
+    ours, theirs = plain.generate(2, np.arange(3)), ref.generate(2, np.arange(3))
+    for name in ("coeff", "pressure"):
+        np.testing.assert_allclose(ours[name], theirs[name], rtol=0, atol=1e-12)
+    np.testing.assert_array_equal(plain.coords()["x"].data, np.linspace(0, 1, 41))
+
+
+def test_pipeline_is_spline_fd_spline_and_matches_a_direct_solve():
+    """The generator's pressure = nodes->cells spline of the FD solution (here by spsolve, the MATLAB
+    backslash) on the cells->nodes spline of the stored coefficient and of f; the stored coefficient
+    is the thresholded field; the outermost cell values are small but not zero."""
+    import scipy.sparse.linalg as spla
+
+    from solvers.darcy import DarcyFnoExact, cell_centres, spline_cells_to_nodes, spline_nodes_to_cells
+
+    s = 45
+    gen = DarcyFnoExact.from_config({"resolution": s})
+    assert gen.name == "darcy_fno_exact" and gen.method == "pcg_poisson"
+    np.testing.assert_array_equal(gen.coords()["y"].data, cell_centres(s))
+    out = gen.generate(7, np.arange(2))
+    assert set(np.unique(out["coeff"])) == {3.0, 12.0} and np.all(out["residual"] <= 1e-10)
+    for b in range(2):
+        a_nodes = spline_cells_to_nodes(out["coeff"][b].astype(np.float64))
+        rhs = spline_cells_to_nodes(np.ones((s, s)))[1:-1, 1:-1].ravel()
+        u = np.zeros((s, s))
+        u[1:-1, 1:-1] = spla.spsolve(assemble(a_nodes).tocsc(), rhs).reshape(s - 2, s - 2)
+        ref = spline_nodes_to_cells(u)
+        np.testing.assert_allclose(out["pressure"][b], ref, rtol=0, atol=1e-6 * np.abs(ref).max())
+        # u ~ distance to the wall near it: the outermost cells (h/2 away) hold about a third of the
+        # next ring (3h/2 away), where the clean FD solve stores exact zeros on its boundary nodes
+        outer = np.concatenate([ref[0, 1:-1], ref[-1, 1:-1], ref[1:-1, 0], ref[1:-1, -1]])
+        second = np.concatenate([ref[1, 1:-1], ref[-2, 1:-1], ref[1:-1, 1], ref[1:-1, -2]])
+        assert outer.min() > 0 and 2.5 < second.mean() / outer.mean() < 3.2, second.mean() / outer.mean()
+
+
+def test_interpolated_coefficient_overshoots_as_documented():
+    """12/3 fields at 421 (docs/darcy_fidelity.md): the spline to the nodes leaves [3, 12] inside and
+    goes far below 0 and above 12 on the extrapolated boundary ring, always within the bound set by
+    the operator's infinity norm."""
+    from solvers.darcy import DarcyFnoExact, _spline_operator, spline_cells_to_nodes
+
+    s = 421
+    a = DarcyFnoExact.from_config({"resolution": s}).coefficients(20240421, np.arange(4))
+    an = spline_cells_to_nodes(a)
+    ring = np.concatenate([an[:, 0, 1:-1], an[:, -1, 1:-1], an[:, 1:-1, 0], an[:, 1:-1, -1]], axis=1)
+    inner = an[:, 1:-1, 1:-1]
+    rows = np.abs(_spline_operator(s, True)).sum(axis=1)
+    inner_bound, ring_bound = rows[1:-1].max() ** 2, rows.max() * rows[1:-1].max()
+    assert np.all(np.abs(inner - 7.5) <= 4.5 * inner_bound + 1e-9) and np.all(np.abs(ring - 7.5) <= 4.5 * ring_bound + 1e-9)
+    # 100 samples (benchmarks/results/darcy_fidelity.json): ring -25.7 .. 40.9 at the extremes, per-sample
+    # medians -8.3 .. 23.2; inside -2.0 .. 17.4, medians 0.14 .. 14.9
+    assert -30 < ring.min() < -5 and 20 < ring.max() < 45, (ring.min(), ring.max())
+    assert -2.5 < inner.min() < 1.5 and 13.5 < inner.max() < 17.5, (inner.min(), inner.max())
+
+
+def test_interpolation_changes_u_at_first_order_in_h():
+    """PROTOCOLS.md: the splines change u by ~2.5e-2 relative L2 at 85 (4.7e-3 at 421): an O(h) effect,
+    the spline's O(1) error in the O(h) band along the jumps of a. Means over 12 samples per grid."""
+    from solvers.darcy import DarcyFnoExact, solve_fno_matlab
+
+    change = {}
+    for s in (43, 85, 169):
+        a = DarcyFnoExact.from_config({"resolution": s}).coefficients(20240421, np.arange(12))
+        rel = []
+        for ab in a:
+            u_fd, u_fno = solve(ab)[0], solve_fno_matlab(ab)[0]
+            rel.append(np.linalg.norm(u_fno - u_fd) / np.linalg.norm(u_fd))
+        change[s] = np.mean(rel)
+    assert 1.8e-2 < change[85] < 3.5e-2, change
+    order = np.log(change[43] / change[169]) / np.log(168 / 42)
+    assert 0.8 < order < 1.4, (order, change)
+
+
+def test_variant_is_deterministic_per_sample_seed_and_low_only_relabels():
+    from solvers.darcy import DarcyFnoExact
+
+    gen = DarcyFnoExact.from_config({"resolution": 25})
+    whole = gen.generate(5, np.arange(5))
+    parts = [gen.generate(5, np.array([i])) for i in range(5)]
+    for name in ("coeff", "pressure", "residual"):
+        assert np.array_equal(np.concatenate([p[name] for p in parts]), whole[name]), name
+    assert np.array_equal(gen.generate(5, np.arange(5))["pressure"], whole["pressure"])
+    assert not np.array_equal(gen.generate(6, np.arange(1))["coeff"][0], whole["coeff"][0])
+    four = DarcyFnoExact.from_config({"resolution": 25, "low": 4.0}).generate(5, np.arange(5))
+    np.testing.assert_array_equal(four["coeff"] == 12, whole["coeff"] == 12)  # the same field, thresholded
+    assert np.all(four["pressure"].max(axis=(1, 2)) < whole["pressure"].max(axis=(1, 2)))
+
+
+def test_variant_falls_back_to_the_direct_solver_and_names_its_parameter():
+    from solvers.darcy import DarcyFnoExact
+
+    rescued = DarcyFnoExact.from_config({"resolution": 21, "maxiter": 1})
+    ref = DarcyFnoExact.from_config({"resolution": 21, "solver": "direct"})
+    np.testing.assert_allclose(rescued.generate(0, np.arange(1))["pressure"], ref.generate(0, np.arange(1))["pressure"], rtol=1e-6)
+    stuck = DarcyFnoExact.from_config({"resolution": 21, "maxiter": 1, "direct_fallback": False})
+    with pytest.raises(SolverError, match=r"set the darcy_fno_exact parameter solver to 'direct'.*sample 0, seed 0"):
+        stuck.generate(0, np.arange(1))
+
+
+@pytest.mark.parametrize(
+    ("params", "match"),
+    [
+        ({"resolution": 3}, "resolution = 3: need an integer >= 4 .*spline"),
+        ({"face_mean": "harmonic"}, "unknown parameter 'face_mean'"),
+        ({"solver": "amg"}, "solver"),
+        ({"low": 0.0}, "low"),
+        ({"interpolate": "yes"}, "interpolate"),
+    ],
+)
+def test_variant_bad_parameters_raise_config_error(params, match):
+    from solvers.darcy import DarcyFnoExact
+
+    with pytest.raises(ConfigError, match=match):
+        DarcyFnoExact.from_config(params)
+    DarcyFnoExact.from_config({"resolution": 3, "interpolate": False})  # the node solve needs only 3

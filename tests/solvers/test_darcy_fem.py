@@ -1,7 +1,10 @@
 """darcy_fem: -div(a grad u) = f, u = 0 on the boundary, by dolfinx finite elements.
 
 Specification: P1 converges at order 2 in L2 and 1 in H1, P2 at 3 and 2 (manufactured solutions on
-the unit square, on the L-shape and on a perforated square); with a constant coefficient P1 on the
+the unit square, on the L-shape and on a perforated square); on the L-shape the exact harmonic corner
+singularity r^(2/3) sin(2 theta / 3) limits P1 to orders 4/3 (L2) and 2/3 (H1); Dirichlet data are
+imposed exactly for linear solutions; with coefficient_map "points" every mesh of a domain carries
+the same coefficient function and index_offset shifts the samples; with a constant coefficient P1 on the
 structured mesh is the 5-point FD scheme; FD and FEM agree on the same 12/3 coefficient to
 discretisation error that shrinks with refinement; darcy_fem samples exactly darcy_fd's
 coefficients; failures raise SolverError naming index and seed; bad parameters raise ConfigError;
@@ -69,6 +72,58 @@ def test_l_shape_manufactured_orders(degree: int, l2_order: float, h1_order: flo
     study = darcy_fem_study(degree, [0.1, 0.05, 0.025, 0.0125], domain="l_shape", u_exact=u_square_and_l)
     assert abs(study.slopes["L2"] - l2_order) < 0.15
     assert abs(study.slopes["H1"] - h1_order) < 0.15
+
+
+def u_corner(x):
+    """r^(2/3) sin(2 phi / 3) about the re-entrant corner c = (1/2, 1/2) of the L-shape, phi in
+    [0, 3 pi / 2] the angle from the notch side x = 1/2 (y > 1/2) through the domain to the notch
+    side y = 1/2 (x > 1/2): harmonic, zero on both notch sides, gradient ~ r^(-1/3). The angle's
+    branch cut lies at theta = pi / 4, inside the removed square, so rounding on the notch sides
+    cannot jump to the other branch."""
+    import math
+
+    from solvers.mpi import dolfinx_modules
+
+    ufl = dolfinx_modules().ufl
+    dx, dy = x[0] - 0.5, x[1] - 0.5
+    theta = ufl.atan2(dy, dx)
+    phi = ufl.conditional(ufl.lt(theta, math.pi / 4), theta + 1.5 * math.pi, theta - 0.5 * math.pi)
+    return ufl.sqrt(dx * dx + dy * dy) ** (2.0 / 3.0) * ufl.sin(2.0 * phi / 3.0)
+
+
+def test_l_shape_corner_singularity_limits_p1_to_the_singular_rates() -> None:
+    """-Laplace(u) = 0 with u = r^(2/3) sin(2 phi / 3) on the whole boundary (coefficient 1, the
+    exact solution's own Dirichlet data, no manufactured source): u is in H^(1 + 2/3 - eps) only,
+    so P1 on quasi-uniform meshes converges like h^(2/3) in H1 and h^(4/3) in L2 (measured 0.66
+    and 1.36 over h = 0.1 .. 0.0125), not at the smooth orders 1 and 2 the test above asserts on
+    the same meshes."""
+    from meshes.domains import cached_mesh
+    from solvers.darcy_fem import DarcyFEM, error_norms
+
+    hs = [0.1, 0.05, 0.025, 0.0125]
+    errors = []
+    for h in hs:
+        solver = DarcyFEM(gmsh_mesh(cached_mesh("l_shape", mesh_size=h)), source=0.0, dirichlet=u_corner)
+        errors.append(error_norms(solver.solve(), u_corner, quadrature_degree=10))
+    l2, h1 = np.array(errors).T
+    assert abs(slope(hs, h1) - 2 / 3) < 0.06
+    assert abs(slope(hs, l2) - 4 / 3) < 0.1
+    assert h1[-1] < 0.03 and l2[-1] < 3e-4
+
+
+def test_dirichlet_data_are_imposed_and_lifted_with_the_current_coefficient() -> None:
+    """P1 reproduces a linear function exactly: with its boundary values as data and f = 0 the
+    solution is that function at every node, for a = 1 and after the coefficient changes (the
+    lifting -A g is re-assembled with the new a at each solve)."""
+    from meshes.domains import cached_mesh
+    from solvers.darcy_fem import DarcyFEM
+
+    solver = DarcyFEM(gmsh_mesh(cached_mesh("perforated", mesh_size=0.05)), source=0.0, dirichlet=lambda x: 1 + 2 * x[0] - 3 * x[1])
+    xy = solver.V.tabulate_dof_coordinates()[:, :2]
+    exact = 1 + 2 * xy[:, 0] - 3 * xy[:, 1]
+    for value in (1.0, 7.5):
+        solver.set_cell_coefficient(np.full(len(solver.cell_midpoints), value))
+        assert np.abs(solver.solve().x.array - exact).max() < 1e-10
 
 
 def test_perforated_manufactured_order_with_curved_boundary() -> None:
@@ -310,10 +365,64 @@ def test_domain_file_reads_any_gmsh_mesh(tmp_path: Path) -> None:
         gen(resolution=9, domain="file", mesh_file=str(tmp_path / "none.msh")).generate(0, np.array([0]))
 
 
+# --------------------------------------------- one coefficient function on every mesh of a domain
+
+
+def test_points_map_gives_one_coefficient_function_on_every_mesh() -> None:
+    """coefficient_map "points": a(x) = T(I_s[g](x)) on every mesh of the domain. The node and cell
+    values of a coarse and a fine L-shape mesh are the same function (coefficient_at of either
+    generator at the other's points), two-valued 12 / 3, and at the grid nodes it is darcy_fd's
+    coefficient; with "grid" the interpolated 12 / 3 field takes values in between."""
+    kw = {"resolution": 33, "domain": "l_shape", "output": "mesh", "coefficient_map": "points", "dtype": "float64"}
+    coarse, fine = gen(mesh_size=0.1, **kw), gen(mesh_size=0.05, **kw)
+    idx = np.array([0, 5])
+    dc, df = coarse.generate(3, idx), fine.generate(3, idx)
+    nodes_c = np.column_stack([coarse.coords()["node_x"].data, coarse.coords()["node_y"].data])
+    nodes_f = np.column_stack([fine.coords()["node_x"].data, fine.coords()["node_y"].data])
+    assert len(nodes_f) > 3 * len(nodes_c)
+    assert np.array_equal(fine.coefficient_at(nodes_c, 3, idx), dc["coeff"])
+    assert np.array_equal(coarse.coefficient_at(nodes_f, 3, idx), df["coeff"])
+    centroids = nodes_c[coarse.coords()["cell"].data].mean(axis=1)
+    assert np.array_equal(fine.coefficient_at(centroids, 3, idx), dc["coeff_cell"])
+    assert set(np.unique(df["coeff"])) == set(np.unique(dc["coeff_cell"])) == {3.0, 12.0}
+    fd = get_generator("darcy_fd").from_config({"resolution": 33}).coefficients(3, idx)
+    assert np.array_equal(fine.coefficient_at(grid_points(33, (0, 1, 0, 1)), 3, idx), fd.reshape(2, -1))
+    smeared = gen(mesh_size=0.05, **{**kw, "coefficient_map": "grid"}).generate(3, idx)["coeff"]
+    assert ((smeared > 3) & (smeared < 12)).any()
+
+
+def test_index_offset_regenerates_later_samples_on_another_mesh() -> None:
+    kw = {"resolution": 17, "domain": "l_shape", "output": "mesh", "coefficient_map": "points"}
+    main, shifted = gen(mesh_size=0.1, **kw), gen(mesh_size=0.05, index_offset=4, **kw)
+    nodes = np.column_stack([shifted.coords()["node_x"].data, shifted.coords()["node_y"].data])
+    assert np.array_equal(shifted.generate(8, np.array([0, 1]))["coeff"], main.coefficient_at(nodes, 8, np.array([4, 5])))
+    assert np.array_equal(gen(resolution=17, index_offset=2).coefficients(8, np.array([0])), gen(resolution=17).coefficients(8, np.array([2])))
+
+
+def test_mesh_output_sizes_come_from_the_gmsh_file_without_dolfinx(mesh_cache: Path) -> None:
+    """The workflow sizes a mesh data set when it loads (SourceInfo.dims): gmsh only, no dolfinx,
+    PETSc or MPI; the counts are those of the dolfinx mesh the solver reads."""
+    kw = {"resolution": 17, "domain": "perforated", "mesh_size": 0.05, "output": "mesh"}
+    code = (
+        "import json, sys, solvers.darcy_fem as m\n"
+        f"g = m.DarcyFEMGenerator.from_config(json.loads({json.dumps(json.dumps(kw))}))\n"
+        "print(json.dumps(g.dims())); g.fields()\n"
+        "assert not [k for k in ('dolfinx', 'petsc4py', 'mpi4py') if k in sys.modules]\n"
+    )
+    env = {**os.environ, "OPFLOW_MESH_CACHE": str(mesh_cache)}
+    proc = subprocess.run([sys.executable, "-c", code], check=True, cwd=ROOT, timeout=60, capture_output=True, text=True, env=env)
+    lay = gen(**kw).layout()
+    assert json.loads(proc.stdout) == {"node": len(lay["node_x"]), "cell": len(lay["cells"]), "corner": 3}
+
+
 @pytest.mark.parametrize(
     ("kw", "match"),
     [
         ({"resolution": 2}, "resolution"),
+        ({"coefficient_map": "nodes"}, "coefficient_map"),
+        ({"index_offset": -1}, "index_offset"),
+        ({"domain": "l_shape", "mesh_size": 0.6}, "mesh_size"),
+        ({"domain": "l_shape", "corner": 0.9, "mesh_size": 0.2}, "narrowest arm"),
         ({"degree": 3}, "degree"),
         ({"domain": "circle"}, "domain"),
         ({"nodes": 3}, "unknown parameter"),

@@ -46,6 +46,9 @@ Parameters (only those of the chosen kind are accepted):
 * ``one_step``: ``input_frame`` (default 0) and ``output_frame`` (default 1).
 * ``inverse``: ``factor`` (coarse grid ceil(n / factor) per axis, default 1), ``noise`` (eps,
   default 0) and ``noise_seed`` (default 0).
+* ``mesh``: ``input_sets`` (default none): more input functions, each on its own point set
+  (:class:`opflow.data.view_spec.InputSetSpec`; the batch key ``input_sets`` of
+  :mod:`opflow.data.torch_data`, taken by models with ``accepts_input_sets``, e.g. GNOT).
 
 Per-sample inputs without the point dimension (scalars such as Lorenz-63's ``y0, z0`` or vectors
 such as the elasticity ``radius_code``) become the batch's ``globals (B, g)`` in every view that

@@ -22,10 +22,10 @@ class _PointKind(ViewKind):
     """The dataset of both point-set kinds (the kind's name picks the coordinates' check)."""
 
     def dataset(self, path: str | os.PathLike, split: str | None, task: Any, view: Any, purpose: str = "train") -> PointDataset:
-        """One split of the file in memory (the view has no parameters; ``purpose`` changes nothing)."""
+        """One split of the file in memory (a mesh view's ``input_sets`` are read too; ``purpose`` changes nothing)."""
         from ..points import PointDataset
 
-        return PointDataset(path, split, task, kind=self.name)
+        return PointDataset(path, split, task, kind=self.name, input_sets=getattr(view, "input_sets", ()))
 
 
 class SeriesKind(_PointKind):
@@ -47,8 +47,9 @@ class MeshKind(_PointKind):
     name = "mesh"
 
     def plot(self, samples: Sequence[Mapping[str, Any]], dataset: Any, png: str | os.PathLike, *, title: str = "") -> None:
-        """Truth, prediction and error of the first output with ``tripcolor`` over the sample's cells."""
+        """(The first point input,) truth, prediction and error of the first output with ``tripcolor`` over the sample's cells."""
         from opflow import plots
 
         samples = [{**s, "cells": dataset.sample_cells(s["index"])} for s in samples]
-        plots.plot_mesh(samples, png, output_name=list(dataset.task.outputs)[0], title=title)
+        point_inputs = [n for n in dataset.task.inputs if n not in dataset.global_names]
+        plots.plot_mesh(samples, png, output_name=list(dataset.task.outputs)[0], input_name=point_inputs[0] if point_inputs else None, title=title)

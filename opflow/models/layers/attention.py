@@ -17,7 +17,9 @@ Kernels (``KERNELS``), name -> formula:
       z_i = sum_j w_j exp(q_i.k_j / sqrt(d)) v_j / sum_j w_j exp(q_i.k_j / sqrt(d))
 
   i.e. ``log w_j`` added to the logits (uniform weights cancel). Computed by
-  ``torch.nn.functional.scaled_dot_product_attention`` (fused kernels where available).
+  ``torch.nn.functional.scaled_dot_product_attention`` (fused kernels where available), the
+  key-only bias ``log w_j`` folded into an extra query/key channel (:func:`fold_key_bias`) so that
+  no attention mask is needed.
 * ``linear`` -- Katharopoulos, Vyas, Pappas, Fleuret 2020, "Transformers are RNNs", eq. 6, feature
   map ``phi(x) = elu(x) + 1``::
 
@@ -116,6 +118,36 @@ def _real_count(key_mask: Tensor | None, n: int, like: Tensor) -> Tensor:
 # functional kernels
 
 
+def fold_key_bias(q: Tensor, k: Tensor, v: Tensor, bias: Tensor, scale: float, c: float = 1.0) -> tuple[Tensor, Tensor, Tensor]:
+    """Fold a key-only additive logit bias ``b_j (B, N)`` into one extra query/key channel.
+
+    ``q' = [q, c]``, ``k' = [k, b_j / (c s)]`` so that ``s q'_i.k'_j = s q_i.k_j + b_j``
+    exactly: the bias costs one head channel instead of an ``(M, N)`` attention mask, and fused
+    (flash / memory-efficient) kernels that take no mask apply. ``q``, ``k`` and ``v`` are padded with
+    zeros to a common head width, a multiple of 8 (what the fused kernels want; a value width
+    different from the key width sends PyTorch's CPU kernel to its unfused path). Masked keys
+    carry ``b_j = -inf``; they get a finite key entry ``finfo.min / 4`` instead (so that no
+    ``0 * inf`` appears in the backward pass), whose logit ``s c finfo.min / 4`` underflows
+    ``exp`` to exactly 0. Returns ``q', k', v'``; the caller keeps the first ``v.shape[-1]``
+    output channels.
+    """
+    B, H, M, d = q.shape
+    N, e = k.shape[2], v.shape[-1]
+    width = -(-(max(d + 1, e)) // 8) * 8
+    floor = torch.finfo(k.dtype).min / 4
+    kb = (bias.to(k.dtype) / (c * scale)).clamp_min(floor)[:, None, :, None].expand(B, H, N, 1)
+    q2 = torch.cat([q, q.new_full((B, H, M, 1), c), q.new_zeros(B, H, M, width - d - 1)], -1)
+    k2 = torch.cat([k, kb, k.new_zeros(B, H, N, width - d - 1)], -1)
+    v2 = v if e == width else torch.cat([v, v.new_zeros(*v.shape[:-1], width - e)], -1)
+    return q2, k2, v2
+
+
+#: how :func:`softmax_attention` applies quadrature weights: ``"fold"`` (the log-weights in an extra
+#: query/key channel, no mask: :func:`fold_key_bias`) or ``"mask"`` (an additive float attention mask,
+#: the earlier path, kept for the benchmark ``benchmarks/tno_attention.py``).
+SOFTMAX_BIAS_MODES = ("fold", "mask")
+
+
 def softmax_attention(
     q: Tensor,
     k: Tensor,
@@ -124,20 +156,30 @@ def softmax_attention(
     weights: Tensor | None = None,
     scale: float | None = None,
     dropout_p: float = 0.0,
+    bias_mode: str = "fold",
 ) -> Tensor:
     """``z_i = sum_j w_j exp(s q_i.k_j) v_j / sum_j w_j exp(s q_i.k_j)``, ``s = scale or d^-1/2``.
 
-    Quadrature weights enter as ``log w_j`` added to the logits; masked keys get ``-inf``.
+    Quadrature weights enter as ``log w_j`` added to the logits, a key-only bias; masked keys get
+    ``-inf``. ``bias_mode="fold"`` (default) folds that bias into an extra query/key channel
+    (:func:`fold_key_bias`) so that ``scaled_dot_product_attention`` runs without a mask;
+    ``"mask"`` passes it as an additive float mask ``(B, 1, 1, N)``. Both equal the explicit
+    weighted softmax (tested in float64).
     """
-    attn_mask = None
-    if weights is not None:
-        bias = torch.log(weights.to(q.dtype))
-        if key_mask is not None:
-            bias = bias.masked_fill(~key_mask, float("-inf"))
-        attn_mask = bias[:, None, None, :]
-    elif key_mask is not None:
-        attn_mask = key_mask[:, None, None, :]
-    return F.scaled_dot_product_attention(q, k, v, attn_mask=attn_mask, dropout_p=dropout_p, scale=scale)
+    if bias_mode not in SOFTMAX_BIAS_MODES:
+        raise ConfigError(f"softmax bias_mode must be one of {list(SOFTMAX_BIAS_MODES)}, got {bias_mode!r}")
+    if weights is None:
+        attn_mask = None if key_mask is None else key_mask[:, None, None, :]
+        return F.scaled_dot_product_attention(q, k, v, attn_mask=attn_mask, dropout_p=dropout_p, scale=scale)
+    bias = torch.log(weights.to(q.dtype))
+    if key_mask is not None:
+        bias = bias.masked_fill(~key_mask, float("-inf"))
+    if bias_mode == "mask":
+        return F.scaled_dot_product_attention(q, k, v, attn_mask=bias[:, None, None, :], dropout_p=dropout_p, scale=scale)
+    s = q.shape[-1] ** -0.5 if scale is None else float(scale)
+    q2, k2, v2 = fold_key_bias(q, k, v, bias, s)
+    out = F.scaled_dot_product_attention(q2, k2, v2, dropout_p=dropout_p, scale=s)
+    return out[..., : v.shape[-1]]
 
 
 def _feature_map_attention(phi_q: Tensor, phi_k: Tensor, v: Tensor, key_mask: Tensor | None, weights: Tensor | None) -> Tensor:
@@ -408,6 +450,9 @@ class MultiHeadAttention(nn.Module):
         if pinv_scale not in ("matrix", "batch"):
             raise ConfigError(f"pinv_scale must be 'matrix' or 'batch', got {pinv_scale!r}")
         self.pad_to_landmarks, self.pinv_scale = pad_to_landmarks, pinv_scale
+        #: how the softmax kernel applies quadrature weights (:data:`SOFTMAX_BIAS_MODES`); a plain
+        #: attribute, not a hyperparameter: both modes compute the same numbers
+        self.softmax_bias = "fold"
         if head_dim is None:
             if dim % n_heads:
                 raise ConfigError(f"attention width {dim} is not divisible by n_heads={n_heads}; pick n_heads dividing {dim}")
@@ -506,7 +551,7 @@ class MultiHeadAttention(nn.Module):
         if kern == "nystrom" and weights is not None:
             raise ValueError("the nystrom kernel does not take quadrature weights; use softmax for weighted attention")
         if kern == "softmax":
-            out = softmax_attention(q, k, v, mask, weights)
+            out = softmax_attention(q, k, v, mask, weights, bias_mode=self.softmax_bias)
         elif kern == "linear":
             out = linear_attention(q, k, v, mask, weights)
         elif kern == "normalized":
@@ -586,6 +631,7 @@ __all__ = [
     "TransformerBlock",
     "check_kernel",
     "efficient_attention",
+    "fold_key_bias",
     "fourier_attention",
     "galerkin_attention",
     "iterative_pinv",

@@ -412,3 +412,55 @@ def test_overfits_a_tiny_antiderivative_batch_with_finite_gradients():
     with torch.no_grad():
         rel = ((m.eval()(t, u) - y).norm(dim=(1, 2)) / y.norm(dim=(1, 2))).mean()
     assert rel < 1e-2, float(rel)
+
+
+# ----------------------------------------------------------------------------------------------
+# fused attention: the quadrature log-weights folded into an extra query/key channel
+
+
+def _explicit_weighted_softmax(q, k, v, w, mask=None, scale=None):
+    """``z_i = sum_j w_j exp(s q_i.k_j) v_j / sum_j w_j exp(s q_i.k_j)`` over the real keys, materialised."""
+    s = q.shape[-1] ** -0.5 if scale is None else scale
+    e = torch.exp(s * q @ k.mT - (s * q @ k.mT).amax(-1, keepdim=True)) * w[:, None, None, :]
+    if mask is not None:
+        e = e * mask[:, None, None, :]
+    return (e @ v) / e.sum(-1, keepdim=True)
+
+
+@pytest.mark.parametrize("scale", [None, 0.7])
+def test_folded_bias_equals_the_explicit_weighted_softmax_with_padding(scale):
+    """``softmax_attention`` folds log w_j into q' = [q, 1], k' = [k, log w_j / s]; the outputs and the gradients
+    equal the explicit weighted softmax (float64), padded keys included (masked and with weight 0)."""
+    torch.manual_seed(3)
+    B, H, M, N, d = 2, 3, 6, 9, 5
+    q, k, v = (torch.randn(B, H, n, d, requires_grad=True) for n in (M, N, N))
+    w = torch.rand(B, N) + 0.05
+    mask = torch.ones(B, N, dtype=torch.bool)
+    mask[1, 6:] = False
+    ref = _explicit_weighted_softmax(q, k, v, w, mask, scale)
+    g_ref = torch.autograd.grad(ref.square().sum(), (q, k, v))
+    for mode in ("fold", "mask"):
+        out = softmax_attention(q, k, v, mask, w, scale=scale, bias_mode=mode)
+        g = torch.autograd.grad(out.square().sum(), (q, k, v))
+        assert torch.allclose(out, ref, atol=1e-13, rtol=1e-12), mode
+        for a, b in zip(g, g_ref):
+            assert torch.isfinite(a).all() and torch.allclose(a, b, atol=1e-12, rtol=1e-11), mode
+
+
+def test_tno_fold_and_mask_paths_agree_on_a_grid():
+    """The whole 2D TNO (tensor-product trapezoid weights) gives the same outputs with either bias path."""
+    from opflow.models.layers.attention import MultiHeadAttention
+
+    model = tno(coord_dim=2, **small())
+    n = 9
+    x = torch.linspace(0, 1, n)
+    X, Y = torch.meshgrid(x, x, indexing="ij")
+    coords = torch.stack([X, Y], -1).reshape(1, -1, 2)
+    u = torch.sin(3 * coords[..., :1]) * coords[..., 1:]
+    with torch.no_grad():
+        folded = model(coords, u, grid_shape=(n, n))
+        for m in model.modules():
+            if isinstance(m, MultiHeadAttention):
+                m.softmax_bias = "mask"
+        masked = model(coords, u, grid_shape=(n, n))
+    assert torch.allclose(folded, masked, atol=1e-12, rtol=1e-12)

@@ -1,0 +1,493 @@
+"""The reproduction report: our results beside the published numbers of ``config/reference.yaml``.
+
+    snakemake --cores 8 report                                      # <root>/results/report.md + <root>/report/
+    snakemake --cores 2 --configfile config/quick.yaml -- quick/report
+    opflow report quick/results/*.json --profile quick --md report.md --site report/
+
+Inputs: every results JSON (:class:`opflow.records.Results`, format version 2) of a profile, the
+published numbers (``config/reference.yaml``, :func:`load_reference`) and the paper profile
+(``config/default.yaml``). Outputs: a Markdown page (``report.md``: one table, then the figures by
+relative link) and a folder with a static HTML page (``index.html``, every PNG inlined, so the one
+file can be mailed or archived) beside the PNGs.
+
+The table has one row per published number (``reference.yaml`` entry) and one per result that
+has none: dataset, model, the statistic and where it is read in the results JSON, our number,
+the published one, the ratio ours / published, the source (paper and table), the profile the
+result came from, parameter count, training time and training device.
+
+**Reproduction or not.** A result counts as a run of the paper protocol only when its run hash
+(:func:`opflow.config.run_hash`: model, training numerics, task, dataset definition and splits)
+equals the hash that the paper profile (``config/default.yaml``) gives the same dataset/model
+pair. Every other result (the quick profile, a changed epoch count, a dataset/model pair the paper
+profile lacks) is labelled ``reduced`` and gets no ratio: its number is shown for what it is, never
+as a reproduction.
+
+Figures: error against resolution for results with zero-shot evaluations (with the published
+zero-shot numbers, where there are any, on the same axes), the training curves
+(``<root>/models/<dataset>_<model>/curves.png``), the prediction panels of ``opflow evaluate``
+(``results/<dataset>_<model>.png``) and the solver convergence plots of the benchmarks
+(``benchmarks/results/*.png``).
+
+Torch-free (numpy, yaml and matplotlib only), so the report rule runs anywhere.
+"""
+
+from __future__ import annotations
+
+import argparse
+import base64
+import html
+import math
+import re
+import shutil
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from opflow.atomic import atomic_write_text
+from opflow.data.errors import ConfigError
+from opflow.records import RecordError, Results
+
+REPO = Path(__file__).resolve().parents[1]
+DEFAULT_REFERENCE = REPO / "config" / "reference.yaml"
+DEFAULT_PAPER_CONFIG = REPO / "config" / "default.yaml"
+
+STATISTICS = ("mean", "median", "max")
+WHERE_KINDS = {"zero_shot": "zero-shot at", "eval_set": "evaluation set", "frames": "frames", "channel": "channel"}
+RELATIONS = ("=", "<")
+ENTRY_FIELDS = {"value", "paper", "table", "protocol", "metric"}
+OPTIONAL_FIELDS = {"relation", "note"}
+METRICS = {"rel_l2": "rel_l2"}  # metric name -> prefix of the statistics in the results JSON
+
+_KEY = re.compile(r"^(?P<dataset>[^/@\s]+)/(?P<model>[^/@\s]+)/(?P<statistic>[a-z]+)(?:@(?P<kind>[a-z_]+):(?P<name>\S+))?$")
+
+
+# --------------------------------------------------------------------------- published numbers
+
+
+@dataclass(frozen=True)
+class RefEntry:
+    """One published number (an entry of ``config/reference.yaml``)."""
+
+    key: str
+    """``<dataset>/<model>/<statistic>[@<kind>:<name>]``."""
+    dataset: str
+    model: str
+    statistic: str
+    """mean, median or max over the test samples."""
+    where: tuple[str, str] | None
+    """``(kind, name)``: where in the results JSON (None: the test split's ``metrics``)."""
+    value: float
+    relation: str
+    paper: str
+    """Short name of the paper (a key of ``papers``)."""
+    citation: str
+    table: str
+    protocol: str
+    metric: str
+    note: str = ""
+
+    @property
+    def source(self) -> str:
+        """``<paper> <table>``, as the report prints it."""
+        return f"{self.paper}: {self.table}"
+
+    @property
+    def what(self) -> str:
+        """The statistic and the part of the results, e.g. ``mean, zero-shot at 61``."""
+        if self.where is None:
+            return self.statistic
+        kind, name = self.where
+        return f"{self.statistic}, {WHERE_KINDS[kind]} {name}"
+
+
+def load_reference(path: str | Path = DEFAULT_REFERENCE) -> list[RefEntry]:
+    """The entries of ``reference.yaml`` in file order; :class:`ConfigError` naming the key for a bad one."""
+    path = Path(path)
+    try:
+        data = yaml.safe_load(path.read_text())
+    except (OSError, yaml.YAMLError) as e:
+        raise ConfigError(f"{path}: cannot read the published numbers ({e})") from None
+    if not isinstance(data, Mapping) or not isinstance(data.get("papers"), Mapping) or not isinstance(data.get("entries"), Mapping):
+        raise ConfigError(f"{path}: needs two mappings, 'papers' (short name -> citation) and 'entries' (key -> published number)")
+    papers = {str(k): str(v) for k, v in data["papers"].items()}
+    out = []
+    for key, body in data["entries"].items():
+        where = f"{path}: entries.{key}"
+        m = _KEY.match(str(key))
+        if m is None:
+            raise ConfigError(f"{where}: the key must read <dataset>/<model>/<statistic>[@<kind>:<name>], e.g. darcy43/ono/mean@zero_shot:61")
+        if m["statistic"] not in STATISTICS:
+            raise ConfigError(f"{where}: statistic {m['statistic']!r} is not one of {list(STATISTICS)}")
+        if m["kind"] is not None and m["kind"] not in WHERE_KINDS:
+            raise ConfigError(f"{where}: {m['kind']!r} is not one of {sorted(WHERE_KINDS)} (after the @)")
+        if not isinstance(body, Mapping):
+            raise ConfigError(f"{where}: must be a mapping with {sorted(ENTRY_FIELDS)}")
+        missing, unknown = ENTRY_FIELDS - set(body), set(body) - ENTRY_FIELDS - OPTIONAL_FIELDS
+        if missing or unknown:
+            raise ConfigError(f"{where}: missing {sorted(missing)}, unknown {sorted(unknown)}; allowed: {sorted(ENTRY_FIELDS | OPTIONAL_FIELDS)}")
+        if body["paper"] not in papers:
+            raise ConfigError(f"{where}.paper: {body['paper']!r} is not one of papers {sorted(papers)}")
+        if body["metric"] not in METRICS:
+            raise ConfigError(f"{where}.metric: {body['metric']!r} is not one of {sorted(METRICS)}")
+        relation = str(body.get("relation", "="))
+        if relation not in RELATIONS:
+            raise ConfigError(f"{where}.relation: {relation!r} is not one of {list(RELATIONS)}")
+        value = body["value"]
+        if isinstance(value, bool) or not isinstance(value, int | float) or not value > 0:
+            raise ConfigError(f"{where}.value: {value!r} is not a positive number (write a fraction: 0.0076, not 0.76 %)")
+        out.append(
+            RefEntry(
+                key=str(key),
+                dataset=m["dataset"],
+                model=m["model"],
+                statistic=m["statistic"],
+                where=(m["kind"], m["name"]) if m["kind"] else None,
+                value=float(value),
+                relation=relation,
+                paper=str(body["paper"]),
+                citation=papers[str(body["paper"])],
+                table=str(body["table"]),
+                protocol=str(body["protocol"]),
+                metric=str(body["metric"]),
+                note=str(body.get("note", "")),
+            )
+        )
+    return out
+
+
+# --------------------------------------------------------------------------- our results
+
+
+@dataclass
+class Found:
+    """A results file that was read."""
+
+    path: Path
+    results: Results
+    protocol: bool
+    """True when its run hash equals the paper profile's hash of the same pair (a reproduction)."""
+    paper_hash: str | None
+    """The paper profile's run hash of this pair, or None when that profile does not have the pair."""
+
+
+def read_results(paths: Iterable[str | Path]) -> tuple[list[tuple[Path, Results]], list[tuple[Path, str]]]:
+    """Read every file: (path, Results) for the readable ones, (path, reason) for the others."""
+    good, bad = [], []
+    for p in sorted({Path(p) for p in paths}):
+        try:
+            good.append((p, Results.load(p)))
+        except RecordError as e:
+            bad.append((p, str(e)))
+    return good, bad
+
+
+def paper_hashes(paper_config: str | Path, pairs: Iterable[tuple[str, str]]) -> dict[tuple[str, str], str | None]:
+    """The run hash the paper profile gives each (dataset, model) pair; None for pairs it does not have."""
+    from opflow.config import resolve_run
+
+    config = yaml.safe_load(Path(paper_config).read_text())
+    out: dict[tuple[str, str], str | None] = {}
+    for ds, model in pairs:
+        try:
+            out[(ds, model)] = resolve_run(config, ds, model)["hash"]
+        except (ConfigError, KeyError, ValueError):
+            out[(ds, model)] = None
+    return out
+
+
+def statistic_of(results: Results, statistic: str, where: tuple[str, str] | None, metric: str = "rel_l2") -> float | None:
+    """The number ``statistic`` of ``metric`` at ``where`` in a results file, or None when it has none."""
+    block: Any = results.metrics
+    if where is not None:
+        kind, name = where
+        if kind == "zero_shot":
+            block = results.zero_shot.get(name)
+        elif kind == "eval_set":
+            block = results.eval_sets.get(name)
+        elif kind == "frames":
+            block = (results.metrics.get("frame_groups") or {}).get(name)
+        elif kind == "channel":
+            block = (results.metrics.get("per_channel") or {}).get(name)
+    if not isinstance(block, Mapping):
+        return None
+    value = block.get(f"{METRICS[metric]}_{statistic}")
+    return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
+
+
+# --------------------------------------------------------------------------- the table
+
+
+@dataclass
+class Row:
+    dataset: str
+    model: str
+    what: str
+    ours: float | None
+    ref: RefEntry | None
+    found: Found | None
+    profile: str
+    remark: str = ""
+
+    @property
+    def ratio(self) -> float | None:
+        """ours / published, only for a run of the paper protocol against an exact (not a bound) number."""
+        if self.ours is None or self.ref is None or self.found is None or not self.found.protocol or self.ref.relation != "=":
+            return None
+        return self.ours / self.ref.value
+
+
+@dataclass
+class Report:
+    rows: list[Row]
+    unreadable: list[tuple[Path, str]]
+    profile: str
+    figures: list[tuple[str, Path]] = field(default_factory=list)
+    """(caption, PNG in the site folder)."""
+
+
+def _fmt(x: float | None) -> str:
+    return "-" if x is None or not math.isfinite(x) else f"{x:.4g}"
+
+
+def _seconds(s: float | None) -> str:
+    if s is None or not math.isfinite(s):
+        return "-"
+    return f"{s:.0f} s" if s < 600 else (f"{s / 60:.0f} min" if s < 7200 else f"{s / 3600:.1f} h")
+
+
+def build_report(
+    result_files: Iterable[str | Path],
+    reference: Sequence[RefEntry],
+    *,
+    profile: str,
+    paper_config: str | Path = DEFAULT_PAPER_CONFIG,
+) -> Report:
+    """Rows for every published number and every result (see the module doc for the rules)."""
+    good, bad = read_results(result_files)
+    hashes = paper_hashes(paper_config, {(r.dataset, r.model) for _, r in good})
+    by_pair: dict[tuple[str, str], Found] = {}
+    for path, res in good:
+        paper = hashes[(res.dataset, res.model)]
+        by_pair[(res.dataset, res.model)] = Found(path, res, protocol=paper is not None and paper == res.run_hash, paper_hash=paper)
+
+    def label(found: Found | None) -> str:
+        if found is None:
+            return "-"
+        return f"{profile} (paper protocol)" if found.protocol else f"{profile} (reduced, not a reproduction)"
+
+    rows: list[Row] = []
+    referenced = set()
+    order = list(dict.fromkeys([e.dataset for e in reference] + sorted({d for d, _ in by_pair})))
+    for ds in order:
+        entries = [e for e in reference if e.dataset == ds]
+        for e in entries:
+            found = by_pair.get((e.dataset, e.model))
+            ours = statistic_of(found.results, e.statistic, e.where, e.metric) if found else None
+            remark = "" if found else "not run"
+            if found and ours is None:
+                remark = f"not in the results ({e.what})"
+            rows.append(Row(ds, e.model, e.what, ours, e, found, label(found), remark))
+            referenced.add((e.dataset, e.model))
+        for (d, m), found in sorted(by_pair.items()):
+            if d == ds and (d, m) not in referenced:
+                rows.append(Row(d, m, "mean", statistic_of(found.results, "mean", None), None, found, label(found), "no published number"))
+    return Report(rows, bad, profile)
+
+
+def markdown_table(report: Report) -> str:
+    head = "| dataset | model | statistic | ours | published | ours / published | source | profile | parameters | training | device |"
+    lines = [head, "|" + " --- |" * head.count(" | ") + " --- |"]
+    for r in report.rows:
+        res = r.found.results if r.found else None
+        published = "-" if r.ref is None else (f"< {_fmt(r.ref.value)}" if r.ref.relation == "<" else _fmt(r.ref.value))
+        ratio = r.ratio
+        reduced = r.found is not None and not r.found.protocol
+        ratio_txt = f"{ratio:.2f}" if ratio is not None else ("- (reduced run)" if r.ref is not None and reduced else "-")
+        ours = _fmt(r.ours) if r.ours is not None else (r.remark or "-")
+        cells = [
+            r.dataset,
+            r.model,
+            r.what,
+            ours,
+            published,
+            ratio_txt,
+            r.ref.source if r.ref else "-",
+            r.profile,
+            f"{res.parameters:,}" if res else "-",
+            f"{_seconds(res.train_time_s)}, {res.epochs} epochs" if res else "-",
+            (res.train_device_name or res.train_device or "-") if res else "-",
+        ]
+        lines.append("| " + " | ".join(c.replace("|", "/") for c in cells) + " |")
+    return "\n".join(lines)
+
+
+# --------------------------------------------------------------------------- figures
+
+
+def zero_shot_figure(found: Found, reference: Sequence[RefEntry], path: Path) -> Path | None:
+    """Mean rel L2 against resolution (training resolution + the zero-shot ones), published curve beside it."""
+    res = found.results
+    if not res.zero_shot:
+        return None
+    from matplotlib.ticker import NullLocator
+
+    from opflow.plots import figure, save_figure
+
+    pts = []
+    if res.resolution.isdigit():
+        pts.append((int(res.resolution), res.metrics.get("rel_l2_mean")))
+    pts += [(int(k), v.get("rel_l2_mean")) for k, v in res.zero_shot.items() if k.isdigit() and isinstance(v, Mapping)]
+    pts = sorted((x, y) for x, y in pts if isinstance(y, int | float))
+    pub = sorted((int(e.where[1]), e.value) for e in reference if e.dataset == res.dataset and e.model == res.model and e.where and e.where[0] == "zero_shot" and e.statistic == "mean")
+    fig = figure(figsize=(5, 3.5))
+    ax = fig.add_subplot(1, 1, 1)
+    ax.plot(*zip(*pts), "o-", label="ours" + ("" if found.protocol else " (reduced run)"))
+    if pub:
+        ax.plot(*zip(*pub), "s--", label=f"published ({next(e.paper for e in reference if e.dataset == res.dataset)})")
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ticks = sorted({x for x, _ in pts} | {x for x, _ in pub})
+    ax.set_xticks(ticks, [str(t) for t in ticks])
+    ax.xaxis.set_minor_locator(NullLocator())
+    ax.set_xlabel("test resolution (points per side)")
+    ax.set_ylabel("mean relative L2")
+    ax.set_title(f"{res.dataset} / {res.model}: trained at {res.resolution}, zero-shot above")
+    ax.legend()
+    fig.tight_layout()
+    return save_figure(fig, path)
+
+
+def gather_figures(report: Report, reference: Sequence[RefEntry], site: Path, *, workdir: Path, bench_pngs: Iterable[Path] = ()) -> list[tuple[str, Path]]:
+    """Write or copy every figure into ``site``; (caption, path) in the order the page shows them."""
+    site.mkdir(parents=True, exist_ok=True)
+    figs: list[tuple[str, Path]] = []
+    founds = {(r.found.results.dataset, r.found.results.model): r.found for r in report.rows if r.found}
+    for (ds, m), f in sorted(founds.items()):
+        p = zero_shot_figure(f, reference, site / f"zero_shot_{ds}_{m}.png")
+        if p is not None:
+            figs.append((f"Error against resolution, {ds} / {m} (trained at {f.results.resolution})", p))
+    for (ds, m), f in sorted(founds.items()):
+        curves = workdir / Path(f.results.model_file).parent / "curves.png"
+        if curves.is_file():
+            figs.append((f"Training curves, {ds} / {m}", _copy(curves, site / f"curves_{ds}_{m}.png")))
+    for (ds, m), f in sorted(founds.items()):
+        if f.results.plot and (workdir / f.results.plot).is_file():
+            figs.append((f"Test predictions (median and worst samples), {ds} / {m}", _copy(workdir / f.results.plot, site / f"predictions_{ds}_{m}.png")))
+    for png in sorted(Path(p) for p in bench_pngs):
+        if png.is_file():
+            figs.append((f"Solver benchmark: {png.stem} (benchmarks/results/{png.name})", _copy(png, site / f"bench_{png.name}")))
+    return figs
+
+
+def _copy(src: Path, dst: Path) -> Path:
+    if src.resolve() != dst.resolve():
+        shutil.copyfile(src, dst)
+    return dst
+
+
+# --------------------------------------------------------------------------- pages
+
+
+def _preamble(report: Report) -> list[str]:
+    n_ours = sum(1 for r in report.rows if r.ours is not None and r.ref is not None)
+    n_protocol = sum(1 for r in report.rows if r.ratio is not None)
+    return [
+        f"Profile `{report.profile}`. {len(report.rows)} rows: {sum(r.ref is not None for r in report.rows)} published numbers "
+        f"(config/reference.yaml), {n_ours} of them with a number of ours, {n_protocol} from runs of the paper protocol.",
+        "",
+        "Ratios (ours / published) are given only for runs of the paper protocol (their run hash equals the one "
+        "config/default.yaml gives the pair); every other result is marked *reduced, not a reproduction* and has no ratio. "
+        "Statistics are over the test samples of the relative L2 error.",
+    ]
+
+
+def render_markdown(report: Report, site_rel: str) -> str:
+    out = ["# Reproduction report", "", *_preamble(report), "", markdown_table(report), ""]
+    if report.unreadable:
+        out += ["## Files not read", ""] + [f"- `{p}`: {why}" for p, why in report.unreadable] + [""]
+    if report.figures:
+        out += ["## Figures", ""]
+        for caption, p in report.figures:
+            out += [f"![{caption}]({site_rel}/{p.name})", "", f"*{caption}*", ""]
+    return "\n".join(out)
+
+
+def render_html(report: Report) -> str:
+    def cell(text: str) -> str:
+        return html.escape(text)
+
+    table_md = markdown_table(report).splitlines()
+    header = [c.strip() for c in table_md[0].strip("|").split("|")]
+    body = [[c.strip() for c in line.strip("|").split("|")] for line in table_md[2:]]
+    rows_html = "\n".join(
+        "<tr" + (' class="reduced"' if "reduced" in r[7] else "") + ">" + "".join(f"<td>{cell(c)}</td>" for c in r) + "</tr>" for r in body
+    )
+    figs = "\n".join(
+        f'<figure><img alt="{cell(c)}" src="data:image/png;base64,{base64.b64encode(p.read_bytes()).decode()}"><figcaption>{cell(c)}</figcaption></figure>'
+        for c, p in report.figures
+    )
+    unread = "".join(f"<li><code>{cell(str(p))}</code>: {cell(w)}</li>" for p, w in report.unreadable)
+    style = (
+        "body{font-family:sans-serif;margin:2em;max-width:120em}table{border-collapse:collapse;font-size:90%}"
+        "td,th{border:1px solid #bbb;padding:2px 6px}tr.reduced td{color:#555;background:#f6f6f6}"
+        "figure{display:inline-block;margin:1em;vertical-align:top}img{max-width:48em}"
+    )
+    return (
+        "<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\"><title>opflow reproduction report</title>"
+        f"<style>{style}</style></head><body>\n<h1>Reproduction report</h1>\n"
+        + "".join(f"<p>{cell(p)}</p>" for p in _preamble(report) if p)
+        + "\n<table><thead><tr>"
+        + "".join(f"<th>{cell(h)}</th>" for h in header)
+        + f"</tr></thead><tbody>\n{rows_html}\n</tbody></table>\n"
+        + (f"<h2>Files not read</h2><ul>{unread}</ul>\n" if unread else "")
+        + (f"<h2>Figures</h2>\n{figs}\n" if figs else "")
+        + "</body></html>\n"
+    )
+
+
+def write_report(
+    result_files: Iterable[str | Path],
+    *,
+    md: str | Path,
+    site: str | Path,
+    profile: str,
+    reference: str | Path = DEFAULT_REFERENCE,
+    paper_config: str | Path = DEFAULT_PAPER_CONFIG,
+    workdir: str | Path = ".",
+    bench_pngs: Iterable[str | Path] = (),
+) -> Report:
+    """Build the report and write ``md`` and ``site``/index.html (+ the PNGs) atomically."""
+    ref = load_reference(reference)
+    report = build_report(result_files, ref, profile=profile, paper_config=paper_config)
+    site, md = Path(site), Path(md)
+    report.figures = gather_figures(report, ref, site, workdir=Path(workdir), bench_pngs=[Path(p) for p in bench_pngs])
+    import os
+
+    site_rel = os.path.relpath(site, md.parent)
+    md.parent.mkdir(parents=True, exist_ok=True)
+    atomic_write_text(md, render_markdown(report, site_rel) + "\n")
+    atomic_write_text(site / "index.html", render_html(report))
+    return report
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    """The options of ``opflow report``."""
+    p.add_argument("results", nargs="*", help="results JSON files (opflow evaluate); any that do not exist are ignored by the shell glob")
+    p.add_argument("--profile", required=True, help="name of the profile the results came from (e.g. default, quick)")
+    p.add_argument("--md", required=True, help="Markdown report to write")
+    p.add_argument("--site", required=True, help="folder for index.html and the figures")
+    p.add_argument("--reference", default=str(DEFAULT_REFERENCE), help="published numbers (default: config/reference.yaml)")
+    p.add_argument("--paper-config", default=str(DEFAULT_PAPER_CONFIG), help="the paper profile (default: config/default.yaml)")
+    p.add_argument("--workdir", default=".", help="folder the paths inside the results files are relative to")
+    p.add_argument("--bench-png", nargs="*", default=[], help="benchmark figures to include (benchmarks/results/*.png)")
+
+
+def run(a: argparse.Namespace) -> int:
+    """``opflow report``: write the report; print a one-line summary."""
+    rep = write_report(a.results, md=a.md, site=a.site, profile=a.profile, reference=a.reference, paper_config=a.paper_config, workdir=a.workdir, bench_pngs=a.bench_png)
+    n_ours = sum(r.ours is not None for r in rep.rows)
+    print(f"{a.md}: {len(rep.rows)} rows ({n_ours} with our number), {len(rep.figures)} figures, {len(rep.unreadable)} files not read; {Path(a.site) / 'index.html'}")
+    return 0

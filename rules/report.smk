@@ -1,0 +1,40 @@
+# The reproduction report: every results JSON of this profile that exists, beside the published
+# numbers of config/reference.yaml (opflow/report.py).
+#
+#   snakemake --cores 8 report                                              # the default profile
+#   snakemake --cores 2 --configfile config/quick.yaml -- quick/report      # the quick profile
+#
+#   <root>/results/report.md     the table (ours, published, ratio, source, profile, parameters,
+#                                training time, device) and the figures by link
+#   <root>/report/index.html     the same as one static page with every PNG inlined, beside the PNGs:
+#                                error against resolution (zero-shot runs), training curves,
+#                                prediction panels, the solver benchmarks' plots (benchmarks/results/*.png)
+#
+# The report reads what exists and builds nothing else: ask for results first (or `snakemake` for the
+# profile's targets), then for the report. A result counts as a reproduction only when its run hash
+# equals the one config/default.yaml gives the pair; quick results never get a ratio.
+
+from glob import glob
+
+
+rule report:
+    input:
+        results=lambda w: sorted(f for f in glob(out("results/*.json"))),
+        figures=lambda w: sorted(glob(out("results/*.png")) + glob(out("models/*/curves.png"))),
+        reference=f"{workflow.basedir}/config/reference.yaml",
+        bench=sorted(glob(f"{workflow.basedir}/benchmarks/results/*.png")),
+    output:
+        md=out("results/report.md"),
+        site=directory(out("report")),
+    params:
+        py=PY,
+        profile="default" if ROOT in ("", ".") else ROOT,
+        paper=f"{workflow.basedir}/config/default.yaml",
+    log:
+        out("logs/report.log"),
+    localrule: True
+    conda:
+        "../envs/opflow.yaml"
+    shell:
+        "{params.py} -m opflow.cli report {input.results} --profile {params.profile} --md {output.md} --site {output.site} "
+        "--reference {input.reference} --paper-config {params.paper} --bench-png {input.bench} 2> {log}"

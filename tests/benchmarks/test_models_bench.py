@@ -1,0 +1,95 @@
+"""benchmarks/models.py: the exponent fit, the choice of each model's dataset, the peak-memory
+method, and a smoke run's result layout (no timing is asserted)."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import pytest
+
+from benchmarks.models import FAMILIES, PeakMemory, family_of, fit_exponent, main, natural_dataset, predict_next
+from opflow.config import load_config_files
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_fit_exponent_recovers_a_power_law():
+    pts = [43**2, 61**2, 85**2]
+    fit = fit_exponent(pts, [2e-6 * n**1.5 for n in pts])
+    assert fit["exponent"] == pytest.approx(1.5, rel=1e-12)
+    assert fit["prefactor"] == pytest.approx(2e-6, rel=1e-9)
+    assert fit_exponent([100, 400], [3.0, 12.0])["exponent"] == pytest.approx(1.0, rel=1e-12)
+
+
+def test_fit_exponent_is_least_squares_in_log_log():
+    # sizes equally spaced in log: a factor at the middle one moves the intercept, not the slope
+    pts = [1000, 2000, 4000]
+    vals = [n**2 for n in pts]
+    vals[1] *= 1.7
+    fit = fit_exponent(pts, vals)
+    assert fit["exponent"] == pytest.approx(2.0, rel=1e-12)
+    assert math.log(fit["prefactor"]) == pytest.approx(math.log(1.7) / 3, rel=1e-9)
+
+
+@pytest.mark.parametrize(("pts", "vals", "msg"), [([10, 10], [1.0, 2.0], "two distinct"), ([10, 20], [1.0, 0.0], "positive"), ([10], [1.0, 2.0], "values")])
+def test_fit_exponent_rejects_what_it_cannot_fit(pts, vals, msg):
+    with pytest.raises(ValueError, match=msg):
+        fit_exponent(pts, vals)
+
+
+def test_predict_next_extrapolates_with_the_fitted_exponent_at_least_one():
+    assert predict_next([100, 400], [1.0, 16.0], 800) == pytest.approx(64.0)  # exponent 2
+    assert predict_next([100, 400], [1.0, 2.0], 800) == pytest.approx(4.0)  # exponent 0.5 -> 1
+    assert predict_next([100], [3.0], 300) == pytest.approx(9.0)  # one size: linear
+
+
+def test_each_model_of_the_paper_config_gets_its_own_dataset_family():
+    config = load_config_files([str(ROOT / "config/default.yaml")])
+    expect = {
+        "ono": ("darcy", "darcy2d"),  # first target results/darcy_ono.json
+        "tno": ("lorenz63", "lorenz63"),
+        "gt": ("darcy141", "darcy2d"),
+        "fno": ("darcy", "darcy2d"),  # NATURAL_DATASETS
+        "gt_inverse": ("darcy_inverse141_eps0", "darcy_inverse2d"),
+        "gt1d": ("burgers", "burgers1d"),
+    }
+    for model, (ds, fam) in expect.items():
+        got, how = natural_dataset(config, model)
+        assert (got, family_of(config, ds)) == (ds, fam), (model, how)
+    assert natural_dataset(config, "ono")[1] == "targets: results/darcy_ono.json"
+    # a model nobody mapped falls back to darcy; without a darcy dataset there is nothing to run it on
+    assert natural_dataset(config, "newmodel") == ("darcy", "default (darcy)")
+    no_darcy = {**config, "datasets": {k: v for k, v in config["datasets"].items() if k != "darcy"}}
+    assert natural_dataset(no_darcy, "newmodel")[0] is None
+    assert {FAMILIES[f].coord_dim for f in ("darcy2d", "burgers1d", "lorenz63")} == {1, 2}
+
+
+def test_peak_memory_sees_a_transient_allocation():
+    torch = pytest.importorskip("torch")
+    mem = PeakMemory("cpu")
+    if not mem.kind.startswith("VmHWM"):
+        pytest.skip("peak RSS cannot be reset on this OS")
+    mem.start()
+    x = torch.ones(25_000_000, dtype=torch.float64)  # 200 MB, touched
+    del x
+    peak = mem.peak()
+    assert 190e6 < peak < 260e6
+    mem.start()  # the next phase starts from the current RSS, not the earlier peak
+    assert mem.peak() < 20e6
+
+
+def test_smoke_run_writes_every_requested_model(tmp_path):
+    out = tmp_path / "models.json"
+    assert main(["--smoke", "--models", "deeponet,tno", "--out", str(out)]) == 0
+    res = json.loads(out.read_text())
+    assert res["smoke"] and res["torch_threads"] == 1
+    assert set(res["models"]) == {"deeponet", "tno"}
+    for name, fam in (("deeponet", "darcy2d"), ("tno", "lorenz63")):
+        m = res["models"][name]
+        assert m["family"] == fam and [r["size"] for r in m["sizes"]] == list(FAMILIES[fam].smoke_sizes)
+        for r in m["sizes"]:
+            assert r["batch"] <= 2 and r["train"]["samples_per_s"] > 0 and r["inference"]["samples_per_s"] > 0
+        assert {"train_time", "inference_time"} <= set(m["exponent"])
+    assert res["models"]["tno"]["batch_paper"] == 32  # quick.yaml's lorenz63 training batch

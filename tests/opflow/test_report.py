@@ -1,0 +1,150 @@
+"""The reproduction report (opflow/report.py, rules/report.smk) as a specification.
+
+Built from a few small results files: every published number of config/reference.yaml is in the
+table exactly once with its source; a result gets a ratio only when it is a run of the paper
+protocol (its run hash equals the paper profile's); quick results are labelled and never get one;
+zero-shot runs get an error-against-resolution figure; the HTML page is self-contained; a foreign
+file is listed, not fatal; and the Snakemake target builds the same from a profile's results.
+"""
+
+from __future__ import annotations
+
+import base64
+import re
+from pathlib import Path
+
+import pytest
+import yaml
+
+from opflow.config import load_config_files, resolve_run
+from opflow.data.errors import ConfigError
+from opflow.records import Results
+from opflow.report import DEFAULT_PAPER_CONFIG, DEFAULT_REFERENCE, load_reference, write_report
+from workflow_helpers import snakemake
+
+PNG = base64.b64decode(  # a valid 1 x 1 PNG
+    "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNk+M9QDwADhgGAWjR9awAAAABJRU5ErkJggg=="
+)
+
+
+def results(dataset: str, model: str, run_hash: str, mean: float, *, zero_shot: dict | None = None, plot: str | None = None, resolution: str = "85") -> Results:
+    return Results(
+        dataset=dataset, model=model, arch="ono", view={"kind": "grid"}, run={"hash": run_hash}, run_hash=run_hash,
+        data_files={}, training_data_fingerprint=None, parameters=1_227_649, epochs=500, train_time_s=5400.0, train_device="cuda:0",
+        train_device_name="NVIDIA H100", train_world_size=1, final_train_loss=0.01, n_test=200, resolution=resolution,
+        metrics={"rel_l2_mean": mean, "rel_l2_median": 0.9 * mean, "rel_l2_max": 3 * mean, "per_channel": {}},
+        zero_shot=zero_shot or {}, eval_sets={}, inference_time_per_sample_s=1e-3, inference={}, peak_memory={}, device="cuda:0",
+        device_name="NVIDIA H100", threads=1, versions={}, git_commit=None, created="2026-01-01T00:00:00+00:00", plot=plot,
+        model_file=f"quick/models/{dataset}_{model}/model.pt",
+    )  # fmt: skip
+
+
+def table_rows(md: str) -> list[list[str]]:
+    """The cells of each body row of the report's table."""
+    lines = [ln for ln in md.splitlines() if ln.startswith("| ")]
+    return [[c.strip() for c in ln.strip().strip("|").split("|")] for ln in lines[2:]]  # after the header and the rule
+
+
+COLS = ["dataset", "model", "statistic", "ours", "published", "ratio", "source", "profile", "parameters", "training", "device"]
+
+
+@pytest.fixture(scope="module")
+def built(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, object]:
+    work = tmp_path_factory.mktemp("report")
+    res = work / "quick" / "results"
+    res.mkdir(parents=True)
+    paper = load_config_files([str(DEFAULT_PAPER_CONFIG)])
+    paper_hash = resolve_run(paper, "darcy", "ono")["hash"]
+    # darcy/ono: a run of the paper protocol (same run hash as config/default.yaml gives it)
+    results("darcy", "ono", paper_hash, 0.0095).save(res / "darcy_ono.json")
+    # darcy43/ono: a quick run with zero-shot errors, a prediction panel and training curves
+    (res / "darcy43_ono.png").write_bytes(PNG)
+    (work / "quick/models/darcy43_ono").mkdir(parents=True)
+    (work / "quick/models/darcy43_ono/curves.png").write_bytes(PNG)
+    zs = {str(r): {"rel_l2_mean": 0.05 + 0.001 * i, "rel_l2_median": 0.05} for i, r in enumerate((61, 85, 141))}
+    results("darcy43", "ono", "0123456789abcdef", 0.047, zero_shot=zs, plot="quick/results/darcy43_ono.png", resolution="43").save(res / "darcy43_ono.json")
+    # a pair with no published number, and a file that is not a results file
+    results("darcy", "deeponet", "fedcba9876543210", 0.116).save(res / "darcy_deeponet.json")
+    (res / "broken.json").write_text('{"format": "something-else"}')
+    bench = work / "convergence.png"
+    bench.write_bytes(PNG)
+    report = write_report(sorted(res.glob("*.json")), md=res / "report.md", site=work / "quick/report", profile="quick", workdir=work, bench_pngs=[bench])
+    return work, report
+
+
+def test_every_published_number_appears_once_with_its_source(built) -> None:
+    work, _ = built
+    rows = [dict(zip(COLS, r)) for r in table_rows((work / "quick/results/report.md").read_text())]
+    reference = load_reference(DEFAULT_REFERENCE)
+    assert len(reference) >= 80  # the protocol notes quote 81 numbers
+    for e in reference:
+        mine = [r for r in rows if (r["dataset"], r["model"], r["statistic"]) == (e.dataset, e.model, e.what)]
+        assert len(mine) == 1, e.key
+        published = f"{e.value:.4g}" if e.relation == "=" else f"< {e.value:.4g}"
+        assert mine[0]["published"] == published and mine[0]["source"] == f"{e.paper}: {e.table}", e.key
+    # each published number is in one row only: no entry is shown twice
+    assert len([r for r in rows if r["published"] != "-"]) == len(reference)
+
+
+def test_only_a_run_of_the_paper_protocol_gets_a_ratio(built) -> None:
+    work, report = built
+    rows = {(r[0], r[1], r[2]): dict(zip(COLS, r)) for r in table_rows((work / "quick/results/report.md").read_text())}
+    ono = rows[("darcy", "ono", "mean")]
+    assert ono["ours"] == "0.0095" and ono["published"] == "0.0076" and ono["ratio"] == f"{0.0095 / 0.0076:.2f}"
+    assert ono["profile"] == "quick (paper protocol)"
+    assert ono["parameters"] == "1,227,649" and ono["training"] == "90 min, 500 epochs" and ono["device"] == "NVIDIA H100"
+    zs = rows[("darcy43", "ono", "mean, zero-shot at 85")]
+    assert zs["ours"] == "0.051" and zs["published"] == "0.0259" and zs["ratio"] == "- (reduced run)"
+    assert "reduced, not a reproduction" in zs["profile"]
+    # a zero-shot resolution the run did not evaluate, and a pair nobody ran
+    assert rows[("darcy43", "ono", "mean, zero-shot at 421")]["ours"].startswith("not in the results")
+    assert rows[("darcy", "gnot", "mean")]["ours"] == "not run" and rows[("darcy", "gnot", "mean")]["ratio"] == "-"
+    # a result without a published number is still shown, with none
+    deeponet = rows[("darcy", "deeponet", "mean")]
+    assert deeponet["ours"] == "0.116" and deeponet["published"] == "-" and deeponet["ratio"] == "-"
+    assert sum(r.ratio is not None for r in report.rows) == 1
+
+
+def test_figures_and_a_self_contained_html_page(built) -> None:
+    work, report = built
+    site = work / "quick/report"
+    names = {p.name for _, p in report.figures}
+    assert names == {"zero_shot_darcy43_ono.png", "curves_darcy43_ono.png", "predictions_darcy43_ono.png", "bench_convergence.png"}
+    assert all((site / n).stat().st_size > 0 for n in names)
+    md = (work / "quick/results/report.md").read_text()
+    assert "](../report/zero_shot_darcy43_ono.png)" in md
+    page = (site / "index.html").read_text()
+    assert page.count('src="data:image/png;base64,') == 4 and not re.search(r'src="(?!data:)', page)
+    assert "0.0095" in page and "ono: Table 1 (Darcy)" in page
+    # the foreign file is named with the reason, not fatal
+    assert "broken.json" in md and "not an opflow results file" in md
+
+
+@pytest.mark.parametrize(
+    ("entry", "message"),
+    [
+        ({"darcy/ono": {}}, "the key must read <dataset>/<model>/<statistic>"),
+        ({"darcy/ono/average": {}}, "statistic 'average' is not one of ['mean', 'median', 'max']"),
+        ({"darcy/ono/mean@test:x": {}}, "'test' is not one of"),
+        ({"darcy/ono/mean": {"value": 0.0076, "paper": "ono", "table": "1", "protocol": "p"}}, "missing ['metric']"),
+        ({"darcy/ono/mean": {"value": 0.76, "paper": "nope", "table": "1", "protocol": "p", "metric": "rel_l2"}}, "paper: 'nope' is not one of papers"),
+        ({"darcy/ono/mean": {"value": -1, "paper": "ono", "table": "1", "protocol": "p", "metric": "rel_l2"}}, "value: -1 is not a positive number"),
+    ],
+)
+def test_a_bad_reference_entry_names_its_key(tmp_path: Path, entry: dict, message: str) -> None:
+    path = tmp_path / "reference.yaml"
+    path.write_text(yaml.safe_dump({"papers": {"ono": "Xiao et al."}, "entries": entry}))
+    with pytest.raises(ConfigError, match=re.escape(message)) as err:
+        load_reference(path)
+    assert f"entries.{next(iter(entry))}" in str(err.value)
+
+
+def test_the_snakemake_target_reports_what_the_profile_has(tmp_path: Path) -> None:
+    res = tmp_path / "quick/results"
+    res.mkdir(parents=True)
+    results("darcy", "ono", "0123456789abcdef", 0.0467).save(res / "darcy_ono.json")
+    run = snakemake(tmp_path, None, "quick/report")
+    assert run.returncode == 0, run.stderr[-3000:]
+    rows = {(r[0], r[1], r[2]): dict(zip(COLS, r)) for r in table_rows((res / "report.md").read_text())}
+    assert rows[("darcy", "ono", "mean")]["ours"] == "0.0467" and rows[("darcy", "ono", "mean")]["ratio"] == "- (reduced run)"
+    assert (tmp_path / "quick/report/index.html").is_file()

@@ -1,0 +1,95 @@
+"""The SLURM profile (profiles/slurm/config.yaml, snakemake-executor-plugin-slurm) by dry runs.
+
+`snakemake --profile profiles/slurm -n` builds the jobs it would submit without a cluster; the
+resources Snakemake prints for each job are what the plugin turns into sbatch options (mem_mb ->
+--mem, runtime -> -t, threads -> --cpus-per-task, gpu -> --gpus, tasks -> --ntasks). Checked: each
+rule's memory and time from the profile, GPUs from the config (training.gpus / evaluate.gpus: none
+in the quick profile, one in the paper profile), threads from the config, MPI ranks as tasks, and
+one job per shard for a 10,000-sample source.
+"""
+
+from __future__ import annotations
+
+import importlib.metadata
+import re
+import subprocess
+import sys
+from collections import Counter
+from pathlib import Path
+
+import pytest
+import yaml
+
+from workflow_helpers import ROOT
+
+PROFILE = ROOT / "profiles" / "slurm"
+
+
+def dry_run(workdir: Path, configs: list[Path], *targets: str) -> list[dict]:
+    """The jobs of a dry run with the SLURM profile: rule, resources, threads, shell command."""
+    cmd = [sys.executable, "-m", "snakemake", "-s", str(ROOT / "Snakefile"), "--profile", str(PROFILE), "--directory", str(workdir), "-n"]
+    cmd += [*(["--configfile", *map(str, configs)] if configs else []), "--", *targets]
+    run = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
+    jobs: list[dict] = []
+    for line in run.stdout.splitlines():
+        if m := re.match(r"^(?:local)?rule (\w+):$", line):
+            jobs.append({"rule": m[1], "threads": 1, "resources": {}, "shell": ""})
+        elif jobs and (m := re.match(r"^\s+resources: (.*)$", line)):
+            jobs[-1]["resources"] = dict(kv.split("=", 1) for kv in m[1].split(", "))
+        elif jobs and (m := re.match(r"^\s+threads: (\d+)$", line)):
+            jobs[-1]["threads"] = int(m[1])
+        elif jobs and line.startswith("Shell command: "):
+            jobs[-1]["shell"] = line
+    return jobs
+
+
+QUICK = [ROOT / "config/quick.yaml"]
+PROFILE_RESOURCES = yaml.safe_load((PROFILE / "config.yaml").read_text())["set-resources"]
+
+
+def test_the_plugin_is_pinned_and_installed() -> None:
+    lock = (ROOT / "requirements.lock").read_text().splitlines()
+    for pkg in ("snakemake-executor-plugin-slurm", "snakemake-executor-plugin-slurm-jobstep"):
+        pins = [ln for ln in lock if ln.startswith(pkg + "==")]
+        assert len(pins) == 1, pkg
+        assert pins[0] == f"{pkg}=={importlib.metadata.version(pkg)}"
+    assert yaml.safe_load((PROFILE / "config.yaml").read_text())["executor"] == "slurm"
+
+
+def test_quick_profile_jobs_ask_for_memory_time_and_cpus_but_no_gpu(tmp_path: Path) -> None:
+    jobs = dry_run(tmp_path, QUICK, "quick/results/darcy_ono.json")
+    assert Counter(j["rule"] for j in jobs) == {"shard": 4, "merge_shards": 1, "derive_dataset": 1, "train": 1, "evaluate": 1}
+    for j in jobs:
+        res, want = j["resources"], PROFILE_RESOURCES[j["rule"]]
+        assert int(res["mem_mb"]) == want["mem_mb"] and int(res["runtime"]) == want["runtime"], j["rule"]
+    by_rule = {j["rule"]: j for j in jobs}
+    assert by_rule["train"]["resources"]["gpu"] == "0" and by_rule["evaluate"]["resources"]["gpu"] == "0"
+    assert by_rule["train"]["threads"] == 2 and by_rule["evaluate"]["threads"] == 2  # training.threads, evaluate.threads
+    assert all(j["resources"]["tasks"] == "1" for j in jobs if j["rule"] == "shard")
+
+
+def test_paper_profile_training_asks_for_a_gpu(tmp_path: Path) -> None:
+    jobs = dry_run(tmp_path, [], "results/darcy_ono.json")
+    by_rule = {j["rule"]: j for j in jobs}
+    assert by_rule["train"]["resources"]["gpu"] == "1" and by_rule["evaluate"]["resources"]["gpu"] == "1"
+    assert int(by_rule["train"]["resources"]["runtime"]) == PROFILE_RESOURCES["train"]["runtime"]
+    assert sum(j["rule"] == "shard" for j in jobs) == 24  # 1224 samples in shards of 51
+
+
+def test_a_10000_sample_source_is_one_job_per_shard(tmp_path: Path) -> None:
+    jobs = dry_run(tmp_path, [], "data/sources/kolmogorov.nc")  # 10,000 samples, shard_size 50
+    shards = [j for j in jobs if j["rule"] == "shard"]
+    assert Counter(j["rule"] for j in jobs) == {"shard": 200, "merge_shards": 1}
+    ranges = sorted(tuple(map(int, re.search(r"--start (\d+) --stop (\d+)", j["shell"]).groups())) for j in shards)
+    assert ranges == [(a, a + 50) for a in range(0, 10_000, 50)]
+
+
+@pytest.mark.mpi
+def test_mpi_ranks_become_tasks_and_the_shard_runs_under_mpiexec(tmp_path: Path) -> None:
+    cfg = tmp_path / "mpi.yaml"
+    src = {"solver": "darcy_fem", "n_samples": 8, "seed": 7, "shard_size": 4, "params": {"resolution": 17}}
+    cfg.write_text(yaml.safe_dump({"root": "mpi", "sources": {"fem4": {**src, "mpi_ranks": 4}}}))
+    jobs = dry_run(tmp_path, [*QUICK, cfg], "mpi/data/sources/fem4.nc")
+    shards = [j for j in jobs if j["rule"] == "shard"]
+    assert len(shards) == 2 and all(j["resources"]["tasks"] == "4" and "mpiexec -n 4 " in j["shell"] for j in shards)
