@@ -90,7 +90,8 @@ class Family:
     ``kind``: ``grid`` (uniform tensor grid on [0, 1]^coord_dim, ``grid_shape`` passed) or
     ``series`` (1D time grid on [0, t_final] passed as a point set, no ``grid_shape``).
     ``input_kind``: ``coefficient`` (Darcy's piecewise-constant a in {3, 12}, which the
-    coefficient-weighted H1 regulariser reads) or ``gaussian``.
+    coefficient-weighted H1 regulariser reads), ``lognormal`` (exp of a standard normal per point)
+    or ``gaussian``.
     """
 
     name: str
@@ -115,6 +116,10 @@ FAMILIES: dict[str, Family] = {
         "darcy2d", "grid", 2, 1, 1, (43, 61, 85, 141, 211), (11, 15), input_kind="coefficient",
         note="piecewise-constant coefficient (3 / 12) -> pressure on an s x s grid; 43, 61, 85, 141, 211 are strides of the 421 source grid (ONO Tables 1 and 3, Galerkin Transformer example 2)",
     ),
+    "darcy_continuum2d": Family(
+        "darcy_continuum2d", "grid", 2, 1, 1, (52, 104, 208, 416), (16, 32), input_kind="lognormal",
+        note="lognormal or piecewise coefficient -> pressure on an s x s grid (continuum-attention protocol, Calvello et al. 2024, 64 and 416); multiples of 13, the patches per side of its ViTNO / FANO (patch 32 at 416)",
+    ),
     "darcy_inverse2d": Family(
         "darcy_inverse2d", "grid", 2, 1, 1, (141, 211), (21, 31),
         note="noisy pressure on the fine s x s grid -> coefficient on the coarse grid (Galerkin Transformer example 3: 141 -> 36, 211 -> 71)",
@@ -136,7 +141,9 @@ def family_of(config: Mapping[str, Any], dataset: str) -> str | None:
     solver = ((config.get("sources") or {}).get(ds.get("source")) or {}).get("solver")
     view = (ds.get("view") or {}).get("kind", "auto")
     if solver == "darcy_fd":
-        return {"inverse": "darcy_inverse2d", "auto": "darcy2d"}.get(view)
+        params = ((config.get("sources") or {}).get(ds.get("source")) or {}).get("params") or {}
+        plain = "darcy_continuum2d" if params.get("grf_convention") == "kl" else "darcy2d"
+        return {"inverse": "darcy_inverse2d", "auto": plain}.get(view)
     if solver == "burgers" and view == "auto":
         return "burgers1d"
     if solver == "lorenz63" and view == "series":
@@ -310,6 +317,8 @@ def _batch(fam: Family, size: int, batch: int, device: Any, gen: Any) -> dict[st
     coords = coords.expand(batch, n, fam.coord_dim).contiguous()
     if fam.input_kind == "coefficient":
         inputs = torch.where(torch.randn(batch, n, fam.in_channels, generator=gen) > 0, 12.0, 3.0)
+    elif fam.input_kind == "lognormal":
+        inputs = torch.randn(batch, n, fam.in_channels, generator=gen).exp()
     else:
         inputs = torch.randn(batch, n, fam.in_channels, generator=gen)
     g = torch.randn(batch, fam.global_channels, generator=gen) if fam.global_channels else None
@@ -538,6 +547,8 @@ def plan(config: Mapping[str, Any], models: Sequence[str] | None = None) -> tupl
 
 
 def _exponents(rows: list[dict[str, Any]]) -> dict[str, Any]:
+    """Fitted exponents in the number of points of the wall and CPU seconds per sample (training and
+    inference) and of the training peak memory per sample."""
     pts = [r["points"] for r in rows]
     if len(set(pts)) < 2:
         return {"note": "fewer than two sizes measured"}
@@ -545,6 +556,8 @@ def _exponents(rows: list[dict[str, Any]]) -> dict[str, Any]:
     for key, vals in (
         ("train_time", [r["train"]["s_per_sample"] for r in rows]),
         ("inference_time", [r["inference"]["s_per_sample"] for r in rows]),
+        ("train_cpu_time", [1 / (r["train"]["samples_per_cpu_s"] or math.inf) for r in rows]),
+        ("inference_cpu_time", [1 / (r["inference"]["samples_per_cpu_s"] or math.inf) for r in rows]),
         ("train_memory", [r["train"]["peak_memory_per_sample_bytes"] for r in rows]),
     ):
         if min(vals) > 0:
@@ -579,6 +592,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--max-memory-gb", type=float, default=None, help="memory cap of a phase (default: half of MemAvailable at the start)")
     ap.add_argument("--timeout-s", type=float, default=600.0, help="per (model, size) subprocess")
     ap.add_argument("--out", default=None, help=f"result JSON (default {DEFAULT_OUT}; the smoke run writes only with --out)")
+    ap.add_argument("--update", action="store_true", help="merge into the existing --out file: re-measure only --models, keep the others")
     ap.add_argument("--markdown", action="store_true", help="print the README table at the end")
     ap.add_argument("--smoke", action="store_true", help="quick configs, tiny sizes, one repeat, in-process (seconds)")
     ap.add_argument("--child", default=None, help=argparse.SUPPRESS)
@@ -666,22 +680,38 @@ def main(argv: list[str] | None = None) -> int:
             "skipped_sizes": skipped_sizes,
             "exponent": _exponents(rows),
         }
-    results["ratio_to_ono"] = ratios(results["models"], "ono")
     results["wall_s"] = time.perf_counter() - t_run
     results["machine"] = machine(load_start, packages=["torch", "numpy"], torch_threads=a.threads)
+    out = a.out or (None if a.smoke else DEFAULT_OUT.format(device=a.device.split(":")[0]))
+    path = (Path(out) if os.path.isabs(out) else ROOT / out) if out else None
+    if a.update and path is not None and path.exists():
+        results = merge_update(json.loads(path.read_text()), results)
+    results["ratio_to_ono"] = ratios(results["models"], "ono")
     if a.markdown or a.smoke:
         print(markdown_table(results))
-    out = a.out or (None if a.smoke else DEFAULT_OUT.format(device=a.device.split(":")[0]))
-    if out:
-        path = Path(out) if os.path.isabs(out) else ROOT / out
+    if path is not None:
         write_json_atomic(path, results)
         print(f"wrote {out}")
     return 0
 
 
+def merge_update(old: dict[str, Any], new: Mapping[str, Any]) -> dict[str, Any]:
+    """``old`` with the models of the later run ``new`` replaced or added; the later run's time,
+    load and settings are kept under ``updates`` (its models are measured in a different run: compare
+    their ratios to the others with that in mind)."""
+    merged = dict(old)
+    merged["models"] = {**old.get("models", {}), **new["models"]}
+    merged["skipped_models"] = {k: v for k, v in {**old.get("skipped_models", {}), **new["skipped_models"]}.items() if k not in new["models"]}
+    merged["families"] = {**old.get("families", {}), **new["families"]}
+    keep = ("created", "configfiles", "torch_threads", "settings", "wall_s", "machine")
+    merged["updates"] = [*old.get("updates", []), {"models": sorted(new["models"]), **{k: new[k] for k in keep}}]
+    return merged
+
+
 def ratios(models: Mapping[str, Any], base: str) -> dict[str, Any]:
-    """Per size that ``base`` was measured at: each model's train and inference samples/s over ``base``'s
-    (same family only; ``{}`` when ``base`` was not measured)."""
+    """Per size that ``base`` was measured at: each model's train and inference samples/s over ``base``'s,
+    per wall second and per CPU second of the process (the latter less sensitive to other processes'
+    load: with one thread the CPU seconds are the work done); same family only, ``{}`` without ``base``."""
     if base not in models:
         return {}
     ref = {r["size"]: r for r in models[base]["sizes"]}
@@ -691,10 +721,12 @@ def ratios(models: Mapping[str, Any], base: str) -> dict[str, Any]:
             continue
         for r in m["sizes"]:
             if r["size"] in ref:
-                out.setdefault(name, {})[str(r["size"])] = {
-                    "train": r["train"]["samples_per_s"] / ref[r["size"]]["train"]["samples_per_s"],
-                    "inference": r["inference"]["samples_per_s"] / ref[r["size"]]["inference"]["samples_per_s"],
-                }
+                b = ref[r["size"]]
+                row = {ph: r[ph]["samples_per_s"] / b[ph]["samples_per_s"] for ph in ("train", "inference")}
+                for ph in ("train", "inference"):
+                    if r[ph].get("samples_per_cpu_s") and b[ph].get("samples_per_cpu_s"):
+                        row[f"{ph}_per_cpu_s"] = r[ph]["samples_per_cpu_s"] / b[ph]["samples_per_cpu_s"]
+                out.setdefault(name, {})[str(r["size"])] = row
     return out
 
 
@@ -703,25 +735,34 @@ def _mib(b: float) -> str:
 
 
 def markdown_table(results: Mapping[str, Any]) -> str:
-    """The README table: one row per (model, size), the exponents on the model's first row."""
+    """The README table: one row per (model, size), the exponents on the model's first row.
+
+    Samples/s are per wall second, with per CPU second of the process in brackets (the figure to
+    compare when the load differed between rows: ``cpu_share`` below the thread count)."""
     lines = [
-        "| model | dataset | params | size | batch (paper) | train samples/s | inference samples/s | peak train memory | exponent train / inference / memory |",
-        "|---|---|---:|---|---|---:|---:|---:|---|",
+        "| model | dataset | params | size | batch (paper) | train samples/s (per CPU s) | inference samples/s (per CPU s) | CPU share | peak train memory | exponent: train wall / train CPU / inference CPU / memory |",
+        "|---|---|---:|---|---|---:|---:|---:|---:|---|",
     ]
+
+    def rate(ph: Mapping[str, Any]) -> str:
+        cpu = ph.get("samples_per_cpu_s")
+        return f"{ph['samples_per_s']:.3g}" + (f" ({cpu:.3g})" if cpu else "")
+
     for name, m in results["models"].items():
         ex = m["exponent"]
-        ex_s = " / ".join(f"{ex[k]:.2f}" if k in ex else "-" for k in ("train_time", "inference_time", "train_memory"))
+        ex_s = " / ".join(f"{ex[k]:.2f}" if k in ex else "-" for k in ("train_time", "train_cpu_time", "inference_cpu_time", "train_memory"))
+        fam = FAMILIES.get(m["family"])
         for i, r in enumerate(m["sizes"]):
-            fam = FAMILIES[m["family"]]
-            size = f"{r['size']}^{fam.coord_dim}" if fam.kind == "grid" and fam.coord_dim > 1 else str(r["size"])
+            size = f"{r['size']}^2" if fam is not None and fam.kind == "grid" and fam.coord_dim == 2 else str(r["size"])
             lines.append(
                 f"| {name if i == 0 else ''} | {m['dataset'] if i == 0 else ''} | {r['parameters']:,} | {size} | {r['batch']} ({r['batch_paper']}) | "
-                f"{r['train']['samples_per_s']:.3g} | {r['inference']['samples_per_s']:.3g} | {_mib(r['train']['peak_memory_bytes'])} | {ex_s if i == 0 else ''} |"
+                f"{rate(r['train'])} | {rate(r['inference'])} | {r['train'].get('cpu_share', float('nan')):.2f} | "
+                f"{_mib(r['train']['peak_memory_bytes'])} | {ex_s if i == 0 else ''} |"
             )
         for s in m["skipped_sizes"]:
-            lines.append(f"| {name if not m['sizes'] else ''} | | | {s['size']} | | skipped: {s['reason']} | | | |")
+            lines.append(f"| {name if not m['sizes'] else ''} | | | {s['size']} | | skipped: {s['reason']} | | | | |")
     for name, why in results.get("skipped_models", {}).items():
-        lines.append(f"| {name} | | | | | skipped: {why} | | | |")
+        lines.append(f"| {name} | | | | | skipped: {why} | | | | |")
     return "\n".join(lines)
 
 

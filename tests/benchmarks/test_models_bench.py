@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from benchmarks.models import FAMILIES, PeakMemory, family_of, fit_exponent, main, natural_dataset, predict_next
+from benchmarks.models import FAMILIES, PeakMemory, family_of, fit_exponent, main, merge_update, natural_dataset, predict_next, ratios
 from opflow.config import load_config_files
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -54,6 +54,7 @@ def test_each_model_of_the_paper_config_gets_its_own_dataset_family():
         "fno": ("darcy", "darcy2d"),  # NATURAL_DATASETS
         "gt_inverse": ("darcy_inverse141_eps0", "darcy_inverse2d"),
         "gt1d": ("burgers", "burgers1d"),
+        "vitno": ("darcy_lognormal416", "darcy_continuum2d"),  # sizes multiples of its 13 patches per side
     }
     for model, (ds, fam) in expect.items():
         got, how = natural_dataset(config, model)
@@ -64,6 +65,7 @@ def test_each_model_of_the_paper_config_gets_its_own_dataset_family():
     no_darcy = {**config, "datasets": {k: v for k, v in config["datasets"].items() if k != "darcy"}}
     assert natural_dataset(no_darcy, "newmodel")[0] is None
     assert {FAMILIES[f].coord_dim for f in ("darcy2d", "burgers1d", "lorenz63")} == {1, 2}
+    assert all(s % 13 == 0 for s in FAMILIES["darcy_continuum2d"].sizes)
 
 
 def test_peak_memory_sees_a_transient_allocation():
@@ -93,3 +95,24 @@ def test_smoke_run_writes_every_requested_model(tmp_path):
             assert r["batch"] <= 2 and r["train"]["samples_per_s"] > 0 and r["inference"]["samples_per_s"] > 0
         assert {"train_time", "inference_time"} <= set(m["exponent"])
     assert res["models"]["tno"]["batch_paper"] == 32  # quick.yaml's lorenz63 training batch
+
+
+def _model(family: str, sizes_rates: dict[int, float]) -> dict:
+    rows = [{"size": s, "train": {"samples_per_s": r}, "inference": {"samples_per_s": 2 * r}} for s, r in sizes_rates.items()]
+    return {"family": family, "sizes": rows}
+
+
+def test_ratios_compare_same_family_at_shared_sizes_only():
+    models = {"ono": _model("darcy2d", {43: 0.5, 85: 0.1}), "fno": _model("darcy2d", {43: 5.0, 211: 1.0}), "tno": _model("lorenz63", {201: 9.0})}
+    assert ratios(models, "ono") == {"fno": {"43": {"train": 10.0, "inference": 10.0}}}
+    assert ratios({"fno": models["fno"]}, "ono") == {}
+
+
+def test_update_replaces_only_the_remeasured_models_and_records_the_later_run():
+    run = {"created": "t", "configfiles": ["c"], "torch_threads": 1, "settings": {}, "wall_s": 1.0, "machine": {}, "families": {"a": 1}}
+    old = {**run, "models": {"ono": {"v": 1}, "gt": {"v": 1}}, "skipped_models": {"fano": "no family"}}
+    new = {**run, "created": "t2", "models": {"gt": {"v": 2}, "fano": {"v": 2}}, "skipped_models": {}, "families": {"b": 2}}
+    merged = merge_update(old, new)
+    assert merged["models"] == {"ono": {"v": 1}, "gt": {"v": 2}, "fano": {"v": 2}}
+    assert merged["skipped_models"] == {} and merged["created"] == "t" and merged["families"] == {"a": 1, "b": 2}
+    assert merged["updates"] == [{"models": ["fano", "gt"], **{k: new[k] for k in ("created", "configfiles", "torch_threads", "settings", "wall_s", "machine")}}]
