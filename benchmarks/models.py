@@ -47,8 +47,13 @@ Exponent: least squares of ``log(seconds per sample)`` on ``log(points)`` over t
 
 Threads: ``--threads`` (default 1: the benchmark shares a 2-core machine; one thread is the most
 stable under contention) sets ``torch.set_num_threads`` and the BLAS/OpenMP variables of the
-subprocesses. The load average before and after each (model, size) is recorded; the models are
-measured one after the other in one run, so their ratios (``ratio_to_ono``) are the comparison to read.
+subprocesses. The load average before and after each (model, size) is recorded, and so is the
+process's CPU time over the timed steps: ``cpu_share`` (CPU seconds per wall second, about
+``--threads`` on an idle machine) and ``samples_per_cpu_s``, the figure to compare where other
+processes took part of the cores (with one thread the CPU seconds are the work done, up to cache
+and memory-bandwidth contention). The models are measured one after the other in one run;
+``ratio_to_ono`` gives each model's samples/s over ONO's at the sizes both ran, per wall and per CPU
+second. ``--update`` re-measures some models into an existing result (recorded under ``updates``).
 
 ``--smoke``: config/default.yaml + config/quick.yaml (the small models), tiny sizes, batch at most
 2, one repeat, in-process; finishes in seconds and asserts nothing about timings; writes the

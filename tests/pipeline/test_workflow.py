@@ -7,6 +7,7 @@ read its outputs, dry-run against it, and check what stops the workflow before a
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -154,4 +155,13 @@ def test_lint_is_clean_and_rule_all_is_the_default_target(tmp_path: Path) -> Non
     targets = subprocess.run(
         [sys.executable, "-m", "snakemake", "-s", str(ROOT / "Snakefile"), "--directory", str(tmp_path), "--list-target-rules"], capture_output=True, text=True, timeout=300
     )
-    assert targets.stdout.split() == ["all"], targets.stdout
+    # rule all (the profile's targets, the default) and rule report (the reproduction report, asked by name)
+    assert sorted(targets.stdout.split()) == ["all", "report"], targets.stdout
+
+
+def test_datasets_reading_the_same_samples_share_one_derived_file(tmp_path: Path) -> None:
+    """The inverse-Darcy sets read darcy141's file: asking for two of their results derives one file."""
+    dry = snakemake(tmp_path, TINY, "out/results/darcy_inverse141_eps0_ono.json", "out/results/darcy_inverse141_eps0.1_ono.json", "out/results/darcy141_ono.json", extra=("-n",))
+    assert dry.returncode == 0, dry.stderr[-3000:]
+    derived = re.findall(r"output: (out/data/(?!sources/)[^\s,]+\.nc)", dry.stdout)
+    assert derived == ["out/data/darcy141/r141.nc"], derived
