@@ -586,23 +586,19 @@ class DarcyFD(Generator):
         with np.errstate(over="ignore"):  # overflow becomes inf and is reported by solve()
             return a.astype(np.float32).astype(np.float64)
 
-    def generate(self, seed: int, indices: np.ndarray) -> dict[str, np.ndarray]:
+    def solve_one(self, a: np.ndarray) -> tuple[np.ndarray, SolveInfo]:
+        """u and the solve's report for one coefficient field ``a`` (the 5-point scheme, :func:`solve`)."""
         p = self.params
+        return solve(a, p.forcing, face_mean=p.face_mean, method=self.method, rtol=p.rtol, maxiter=p.maxiter, fallback=p.amg_fallback)
+
+    def generate(self, seed: int, indices: np.ndarray) -> dict[str, np.ndarray]:
         indices = np.asarray(indices, dtype=np.int64)
         a = self.coefficients(seed, indices)
         u = np.empty_like(a)
         residual = np.empty(len(indices))
         for b, i in enumerate(indices):
             try:
-                u[b], info = solve(
-                    a[b],
-                    p.forcing,
-                    face_mean=p.face_mean,
-                    method=self.method,
-                    rtol=p.rtol,
-                    maxiter=p.maxiter,
-                    fallback=p.amg_fallback,
-                )
+                u[b], info = self.solve_one(a[b])
             except SolverError as e:
                 raise SolverError(str(e), index=int(i), seed=int(seed)) from None
             residual[b] = info.residual
@@ -670,25 +666,9 @@ class DarcyFnoExact(DarcyFD):
             for k in ("x", "y")
         }
 
-    def generate(self, seed: int, indices: np.ndarray) -> dict[str, np.ndarray]:
+    def solve_one(self, a: np.ndarray) -> tuple[np.ndarray, SolveInfo]:
+        """u at the cell centres for one thresholded field ``a`` (:func:`solve_fno_matlab`)."""
         p = self.params
-        indices = np.asarray(indices, dtype=np.int64)
-        a = self.coefficients(seed, indices)
-        u = np.empty_like(a)
-        residual = np.empty(len(indices))
-        for b, i in enumerate(indices):
-            try:
-                u[b], info = solve_fno_matlab(
-                    a[b],
-                    p.forcing,
-                    interpolate=p.interpolate,
-                    method=self.method,
-                    rtol=p.rtol,
-                    maxiter=p.maxiter,
-                    fallback=p.direct_fallback,
-                    generator=self.name,
-                )
-            except SolverError as e:
-                raise SolverError(str(e), index=int(i), seed=int(seed)) from None
-            residual[b] = info.residual
-        return {"coeff": a.astype(np.float32), "pressure": u.astype(np.float32), "residual": residual}
+        return solve_fno_matlab(
+            a, p.forcing, interpolate=p.interpolate, method=self.method, rtol=p.rtol, maxiter=p.maxiter, fallback=p.direct_fallback, generator=self.name
+        )

@@ -68,7 +68,7 @@ from .base import OperatorModel, register
 from .fno import as_modes
 from .layers import FeedForward, SpectralConv
 from .layers.attention import softmax_attention
-from .transformer import check_batch, is_self_query
+from .transformer import check_batch, grid_of, is_self_query
 
 
 # ----------------------------------------------------------------------------------------------
@@ -236,15 +236,8 @@ class PatchOperator(OperatorModel):
         raise NotImplementedError
 
     def grid_of(self, n_points: int, grid_shape: Sequence[int] | None) -> tuple[int, ...]:
-        """The grid the points form: ``grid_shape``, or ``(N,)`` for a 1D series without one."""
-        if grid_shape is None:
-            if self.coord_dim == 1:
-                return (n_points,)
-            raise ValueError(f"{self.arch} in {self.coord_dim}D needs grid_shape (the points must be a row-major regular grid)")
-        grid = tuple(int(s) for s in grid_shape)
-        if len(grid) != self.coord_dim or math.prod(grid) != n_points:
-            raise ValueError(f"grid_shape={grid} does not match {n_points} points in {self.coord_dim} dimension(s)")
-        return grid
+        """The grid the points form (:func:`~opflow.models.transformer.grid_of`)."""
+        return grid_of(self.arch, self.coord_dim, n_points, grid_shape)
 
     def patch_layout(self, grid: Sequence[int]) -> tuple[int, tuple[int, ...]]:
         """``(P, (p_1, ..., p_d))``: the number of patches (fixed) and the points per patch on ``grid``."""

@@ -35,7 +35,6 @@ dropped, see :mod:`opflow.models.layers.spectral`).
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 
 import torch
@@ -46,7 +45,7 @@ from opflow.data.errors import ConfigError
 
 from .base import OperatorModel, register
 from .layers import SpectralConv, activation
-from .transformer import check_batch, is_self_query
+from .transformer import check_batch, grid_of, is_self_query
 
 
 def as_modes(modes: int | Sequence[int], ndim: int) -> tuple[int, ...]:
@@ -102,15 +101,8 @@ class FNO(OperatorModel):
         self.proj = nn.Sequential(nn.Linear(width, proj_width), activation(act), nn.Linear(proj_width, out_channels))
 
     def grid_of(self, n_points: int, grid_shape: Sequence[int] | None) -> tuple[int, ...]:
-        """The grid the points form: ``grid_shape``, or ``(N,)`` for a 1D series without one."""
-        if grid_shape is None:
-            if self.coord_dim == 1:
-                return (n_points,)
-            raise ValueError(f"fno in {self.coord_dim}D needs grid_shape (the points must be a row-major regular grid)")
-        grid = tuple(int(s) for s in grid_shape)
-        if len(grid) != self.coord_dim or math.prod(grid) != n_points:
-            raise ValueError(f"grid_shape={grid} does not match {n_points} points in {self.coord_dim} dimension(s)")
-        return grid
+        """The grid the points form (:func:`~opflow.models.transformer.grid_of`)."""
+        return grid_of("fno", self.coord_dim, n_points, grid_shape)
 
     def forward(
         self,

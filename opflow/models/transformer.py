@@ -20,6 +20,9 @@ that layer (cross-attention with the block's own weights) and never attended to.
 
 from __future__ import annotations
 
+import math
+from collections.abc import Sequence
+
 import torch
 from torch import Tensor, nn
 
@@ -49,6 +52,19 @@ def check_batch(
             raise ValueError(f"mask must be a bool tensor of shape {tuple(coords.shape[:2])}; got {mask.dtype} {tuple(mask.shape)}")
         if not bool(mask.any(-1).all()):
             raise ValueError("mask: every sample needs at least one real point (a row of the mask is all False)")
+
+
+def grid_of(arch: str, coord_dim: int, n_points: int, grid_shape: Sequence[int] | None) -> tuple[int, ...]:
+    """The regular grid the points of a batch form: ``grid_shape``, or ``(N,)`` for a 1D series
+    without one; ``ValueError`` naming ``arch`` when a grid model gets points that are not a grid."""
+    if grid_shape is None:
+        if coord_dim == 1:
+            return (n_points,)
+        raise ValueError(f"{arch} in {coord_dim}D needs grid_shape (the points must be a row-major regular grid)")
+    grid = tuple(int(s) for s in grid_shape)
+    if len(grid) != coord_dim or math.prod(grid) != n_points:
+        raise ValueError(f"grid_shape={grid} does not match {n_points} points in {coord_dim} dimension(s)")
+    return grid
 
 
 def is_self_query(coords: Tensor, query: Tensor | None) -> bool:
