@@ -10,7 +10,7 @@ import torch
 
 from opflow.models import build_model, count_parameters
 from opflow.models.continuum import FANO, PatchSpectralConv
-from tests.opflow.models.test_vitno import patch_counts, periodic_grid, refinement_order, small, smooth
+from continuum_helpers import patch_counts, periodic_grid, refinement_order, small, smooth
 
 
 def test_patch_count_does_not_depend_on_resolution():
