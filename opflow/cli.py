@@ -280,7 +280,21 @@ def _run_config(a: argparse.Namespace) -> int:
     return 0
 
 
+_TRAIN_HELP = """Train (or resume) a model on a dataset file (opflow.train); run under torchrun for DDP.
+
+A checkpoint is written every training.checkpoint_every epochs; the same command resumes from it.
+For machines lent in short commands, give each call a time budget with --max-minutes-this-call M
+or the environment variable OPFLOW_TRAIN_MAX_MINUTES=M (the flag wins): the call stops before an
+epoch that would end past M minutes (estimated from the longest epoch of the call x 1.25; the
+first epoch of a call always runs), leaves a checkpoint and exits with status 75 (EX_TEMPFAIL):
+rerun the same command to resume. Exit status: 0 done (or stopped by --max-epochs-this-call),
+75 stopped by the time budget (under torchrun: each worker's, torchrun's own is 1), 2 bad
+configuration or data."""
+
+
 def _train_args(p: argparse.ArgumentParser) -> None:
+    p.description = _TRAIN_HELP
+    p.formatter_class = argparse.RawDescriptionHelpFormatter
     _run_source_args(p)
     p.add_argument("--data", required=True, help="dataset file (train and test splits)")
     p.add_argument("--output", help="final model file (default OUT_DIR/model.pt)")
@@ -292,6 +306,11 @@ def _train_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--threads", type=int, help="CPU threads (default training.threads)")
     p.add_argument("--no-progress", action="store_true", help="no progress bar (also off when stderr is not a terminal)")
     p.add_argument("--max-epochs-this-call", type=int, help="stop after this many epochs, leaving a checkpoint to resume from")
+    p.add_argument(
+        "--max-minutes-this-call", type=float, metavar="M",
+        help="time budget of this call in minutes (> 0; default: $OPFLOW_TRAIN_MAX_MINUTES, else none): stop with a checkpoint "
+        "before an epoch that would end later, exit status 75; rerun to resume",
+    )
 
 
 @command("train", _train_args)
@@ -299,8 +318,9 @@ def _train_args(p: argparse.ArgumentParser) -> None:
 def _train(a: argparse.Namespace) -> int:
     from pathlib import Path
 
-    from opflow.train import train
+    from opflow.train import EX_TEMPFAIL, budget_seconds, train
 
+    budget = budget_seconds(a.max_minutes_this_call)  # a bad budget is refused before anything is read
     run = _run_from_args(a)
     out_dir = a.out_dir or (str(Path(a.output).parent) if a.output else f"models/{run['dataset']}_{run['model']}")
     res = train(
@@ -312,9 +332,12 @@ def _train(a: argparse.Namespace) -> int:
         restart_if_changed=a.restart_if_changed,
         progress=False if a.no_progress else None,
         max_epochs_this_call=a.max_epochs_this_call,
+        max_seconds_this_call=budget,
         threads=a.threads,
         device=a.device,
     )
+    if res.stopped_by == "time_budget":  # its line (stopped after epoch N of M ..., rerun to resume) is logged
+        return EX_TEMPFAIL
     if not res.complete:
         print(f"stopped after epoch {res.epochs_done}; resume with the same command ({res.checkpoint_path})", file=sys.stderr)
     return 0

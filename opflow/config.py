@@ -53,16 +53,17 @@ normalisers (``models.fno`` in config/default.yaml).
 ``resolve_run`` merges everything a training run depends on into one JSON-serialisable dict with a
 hash. The hash covers what changes the trained weights (model, training numerics, task, dataset
 definition), not the operational settings in :data:`OPERATIONAL_KEYS` (device, GPUs, worker and
-thread counts, checkpoint and curve cadence), so a run interrupted on one machine can resume on
+thread counts, checkpoint and curve cadence, data placement), so a run interrupted on one machine can resume on
 another.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any, ClassVar, Literal
+from typing import Annotated, Any, ClassVar, Literal
 
-from pydantic import ConfigDict, Field, model_validator
+from pydantic import BeforeValidator, ConfigDict, Field, model_validator
+from pydantic_core import PydanticCustomError
 
 from opflow.data.errors import ConfigError
 from opflow.data.provenance import params_hash
@@ -79,8 +80,18 @@ GRAD_FORMS: tuple[str, ...] = tuple(literal_values(GradForm))
 #: unit_gaussian: per channel; pointwise: per point and channel (FNO); none
 NormalizerKind = Literal["unit_gaussian", "pointwise", "none"]
 
+
+def _auto_or_bool(value: Any) -> Any:
+    if value == "auto" or isinstance(value, bool):
+        return value
+    raise PydanticCustomError("auto_bool", "{value} must be auto, true or false", {"value": repr(value)})
+
+
+#: ``auto``, ``true`` or ``false`` (YAML booleans; no 0/1 or "yes")
+AutoBool = Annotated[Literal["auto"] | bool, BeforeValidator(_auto_or_bool)]
+
 #: training keys that do not change the trained weights; left out of the run hash
-OPERATIONAL_KEYS = frozenset({"device", "gpus", "num_workers", "eval_every", "checkpoint_every", "threads", "nproc", "compile"})
+OPERATIONAL_KEYS = frozenset({"device", "gpus", "num_workers", "eval_every", "checkpoint_every", "threads", "nproc", "compile", "data_on_device"})
 
 
 class _Settings(StrictModel):
@@ -170,6 +181,10 @@ class TrainConfig(_Settings):
     compile: Bool = False
     #: data-loader worker processes (0 = load in the main process)
     num_workers: NonNegInt = 0
+    #: hold the training split on the device and batch it by indexing (opflow.data.device_batches;
+    #: the same batches as the loader, bit for bit): true, false, or auto = on with CUDA when the
+    #: split's items all have the same shapes and take < 25 % of the free GPU memory
+    data_on_device: AutoBool = "auto"
     #: evaluate the test relative L2 every k epochs for the curves (and always at the last epoch)
     eval_every: PosInt = 1
     #: write the resumable checkpoint every k epochs (and always at the last epoch)

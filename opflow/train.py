@@ -50,6 +50,33 @@ one line per epoch, resumes, the final file), appended to, never overwritten: ev
 with a marker line, ``--- started from scratch (<UTC time>) ---`` or ``--- resumed at epoch N
 (<UTC time>) ---``.
 
+Time budget per call (``max_seconds_this_call``; ``opflow train --max-minutes-this-call M`` or
+the environment variable ``OPFLOW_TRAIN_MAX_MINUTES``, the flag winning): for machines lent in
+commands of a few minutes each. Before each epoch but the first of a call, the call stops when the
+time since it started plus the longest epoch of this call so far (its training, test evaluation and
+checkpoint write) times :data:`BUDGET_SAFETY` (1.25) would exceed the budget; the first epoch of a
+call always runs (there is no estimate yet). A checkpoint of the last finished epoch is written at
+the stop (also with ``checkpoint_every > 1``), ``train.log`` gets one line (stopped after epoch N
+of M within the budget, the checkpoint's path, rerun the same command to resume) and the CLI exits
+with :data:`EX_TEMPFAIL` (75; under ``torchrun`` every process exits 75 after the same epoch, the
+processes agree through one all-reduce per epoch, and torchrun reports that with its own status 1);
+rerunning the same command resumes, and the weights at the end equal those of an uninterrupted run. The budget is operational: it changes neither the run hash nor the
+result. ``max_epochs_this_call`` can be given too (whichever stops first; that stop exits 0).
+
+Data on the device (``training.data_on_device``, operational): ``true`` holds the training split
+on the training device and cuts each batch from it by index (:class:`opflow.data.device_batches.
+DeviceBatches`: the same samples in the same order as the loader, equal bit for bit, so the
+weights are those of a loader run); the test split of the curves too when its items allow. Splits
+whose items differ in shape (ragged point sets: padded per batch by the loader) cannot be held so:
+``true`` is then refused with a :class:`~opflow.data.errors.ConfigError`, ``auto`` uses the loader
+and logs why. ``auto`` is on with CUDA when the split takes less than a quarter of the free GPU
+memory, off on the CPU and MPS; ``false`` always uses the loader.
+
+A non-finite loss stops the run with a :class:`FloatingPointError` naming the epoch. It is checked
+once per epoch, on the epoch's summed loss, not per step (a check per step would wait for the GPU
+at every step), and before the checkpoint is written, so a diverged epoch never replaces a good
+checkpoint.
+
 One training per output folder at a time: a call holds ``<out_dir>/.lock``
 (:class:`opflow.runtime.FolderLock`) while it runs; a second call into the same folder fails at
 once with :class:`opflow.runtime.FolderBusyError`.
@@ -82,6 +109,7 @@ import torch
 from opflow.atomic import atomic_path, atomic_write_text
 from opflow.config import TrainConfig, diff_keys, run_hash, run_identity
 from opflow.data.errors import ConfigError
+from opflow.data.device_batches import DeviceBatches, item_nbytes, uniform_reason
 from opflow.data.torch_data import ArrayDataset, Normalizers, make_loader, output_mask, to_device
 from opflow.data.views import make_dataset
 from opflow.inference import accepts_globals, forward, load_model, model_inputs, predict, predict_batch, test_errors
@@ -103,6 +131,7 @@ from opflow.runtime import (
 # names that lived here before opflow.inference / opflow.records held them, kept importable
 __all__ = [
     "CHECKPOINT_FORMAT", "CHECKPOINT_NAME", "LOG_NAME", "RunMismatchError", "TrainResult", "Trainer", "train", "build_for_data",
+    "BUDGET_ENV", "BUDGET_SAFETY", "EX_TEMPFAIL", "budget_seconds",
     "write_curves", "atomic_torch_save",
     "accepts_globals", "forward", "load_model", "model_inputs", "predict", "predict_batch", "test_errors", "data_fingerprint", "file_sha256",
 ]
@@ -112,6 +141,19 @@ log = logging.getLogger("opflow.train")
 CHECKPOINT_FORMAT = "opflow-checkpoint/1"
 CHECKPOINT_NAME = "checkpoint.pt"
 LOG_NAME = "train.log"
+#: the environment variable giving every ``opflow train`` call a time budget in minutes (the flag wins)
+BUDGET_ENV = "OPFLOW_TRAIN_MAX_MINUTES"
+#: the next epoch is estimated at the longest epoch of this call times this factor
+BUDGET_SAFETY = 1.25
+#: exit status of ``opflow train`` stopped by its time budget (sysexits.h EX_TEMPFAIL: rerun to go on)
+EX_TEMPFAIL = 75
+#: ``data_on_device: auto`` holds a split when it takes less than this part of the free device memory
+AUTO_DEVICE_FRACTION = 0.25
+#: device types on which ``data_on_device: auto`` holds the splits (tests add "cpu")
+_AUTO_DEVICE_TYPES = frozenset({"cuda"})
+
+#: the trainer's clock (tests replace it to make time budgets deterministic)
+_now = time.perf_counter
 
 
 class RunMismatchError(ConfigError):
@@ -129,6 +171,10 @@ class TrainResult:
     curves: list[dict[str, Any]]
     train_time_s: float
     resumed_from: int
+    #: why the call stopped before the last epoch: "time_budget", "max_epochs", or None
+    stopped_by: str | None = None
+    #: the line logged at such a stop (empty otherwise)
+    message: str = ""
 
 
 # --------------------------------------------------------------------------- files
@@ -243,11 +289,41 @@ def _all_sum(values: torch.Tensor, info: DistInfo) -> torch.Tensor:
     return values
 
 
+def _free_device_memory(dev: torch.device) -> int:
+    """Free bytes on ``dev`` (CUDA: ``torch.cuda.mem_get_info``)."""
+    return int(torch.cuda.mem_get_info(dev)[0])
+
+
 def _progress_default(info: DistInfo) -> bool:
     return info.is_main and sys.stderr.isatty()
 
 
 # --------------------------------------------------------------------------- entry point
+
+
+def _check_budget(value: Any, what: str, unit: str = "minutes") -> float:
+    if not (isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value) and value > 0):
+        raise ConfigError(f"{what} must be a number of {unit} > 0 (the time budget of this call)")
+    return float(value)
+
+
+def budget_seconds(minutes: float | None, environ: Mapping[str, str] | None = None) -> float | None:
+    """The time budget of an ``opflow train`` call in seconds: the flag's minutes, else
+    :data:`BUDGET_ENV`'s, else None (no budget); an empty variable counts as unset.
+
+    A value that is not a finite number > 0 is a :class:`ConfigError` naming the flag or the
+    variable and the value.
+    """
+    if minutes is not None:
+        return 60.0 * _check_budget(minutes, f"--max-minutes-this-call: {minutes!r}")
+    text = (os.environ if environ is None else environ).get(BUDGET_ENV, "").strip()
+    if not text:
+        return None
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    return 60.0 * _check_budget(value, f"{BUDGET_ENV}={text!r}")
 
 
 def train(
@@ -260,16 +336,22 @@ def train(
     restart_if_changed: bool = False,
     progress: bool | None = None,
     max_epochs_this_call: int | None = None,
+    max_seconds_this_call: float | None = None,
     threads: int | None = None,
     device: str | None = None,
 ) -> TrainResult:
     """Train (or resume) the run ``run`` on ``data_file``; files go to ``out_dir`` (module doc).
 
     ``output`` is the final model file (default ``out_dir/model.pt``). ``max_epochs_this_call``
-    stops after that many epochs of this call, leaving a checkpoint to resume from. ``device``
+    stops after that many epochs of this call, leaving a checkpoint to resume from;
+    ``max_seconds_this_call`` stops before an epoch that would not end within that many seconds of
+    the call (module doc, "Time budget per call"; ``result.stopped_by == "time_budget"``). ``device``
     overrides ``training.device``; ``threads`` overrides ``training.threads``. Another training
     running into ``out_dir`` makes this one fail at once (:class:`opflow.runtime.FolderBusyError`).
     """
+    started = _now()
+    if max_seconds_this_call is not None:
+        _check_budget(max_seconds_this_call, f"max_seconds_this_call: {max_seconds_this_call!r}", "seconds")
     cfg = TrainConfig.from_dict(run["training"], "run.training")
     if device is not None:
         cfg = dataclasses.replace(cfg, device=device)
@@ -278,10 +360,10 @@ def train(
     try:
         cfg.check_world_size(info.world_size)
         with folder_lock(out_dir, info, "training"):
-            trainer = Trainer(run, cfg, info, dev, data_file, out_dir, output=output, progress=progress)
+            trainer = Trainer(run, cfg, info, dev, data_file, out_dir, output=output, progress=progress, started_at=started)
             trainer.setup()
             trainer.resume(restart=restart, restart_if_changed=restart_if_changed)
-            return trainer.fit(max_epochs_this_call)
+            return trainer.fit(max_epochs_this_call, max_seconds_this_call=max_seconds_this_call)
     finally:
         shutdown_distributed(info)
 
@@ -293,11 +375,13 @@ class Trainer:
     """One training run of ``run`` on ``data_file`` in ``out_dir``, in steps (module doc for the maths).
 
     * :meth:`setup`: datasets, normalisers (training split only), the model (seeded: identical
-      initial weights on every process), loaders, AdamW and the OneCycle schedule;
+      initial weights on every process), loaders (or the splits on the device:
+      ``training.data_on_device``), AdamW and the OneCycle schedule;
     * :meth:`resume`: continue from a matching ``checkpoint.pt`` (weights, optimiser, schedule,
       normalisers, RNG and loader streams, curves), or discard it, or refuse it;
     * :meth:`fit`: :meth:`epoch` after epoch, :meth:`save_checkpoint` every ``checkpoint_every``
-      epochs and at the stop, :meth:`save_model` when all epochs are done.
+      epochs and at the stop (epoch limit or time budget of the call), :meth:`save_model` when
+      all epochs are done.
 
     The steps run in this order on every process of a DDP job; the order of the random draws is
     part of the contract that a resumed run equals an uninterrupted one bit for bit.
@@ -314,8 +398,11 @@ class Trainer:
         *,
         output: str | os.PathLike | None = None,
         progress: bool | None = None,
+        started_at: float | None = None,
     ) -> None:
         self.cfg, self.info, self.dev = cfg, info, dev
+        #: when this call started (the trainer's clock ``_now``): the time budget counts from here
+        self.started_at = _now() if started_at is None else started_at
         self.local_batch = cfg.batch_size // info.world_size
         self.autocast = cfg.precision == "bf16"
         if self.autocast and dev.type != "cuda":
@@ -341,6 +428,7 @@ class Trainer:
         self.start_epoch = 0
         self.curves: list[dict[str, Any]] = []
         self.train_time = 0.0
+        self._setup_notes: list[str] = []  # logged by fit(), after resume() has written the call's marker line
 
     # ----------------------------------------------------------------- logging
 
@@ -370,7 +458,20 @@ class Trainer:
             self.train_ds, self.local_batch, shuffle=True, seed=cfg.seed, rank=info.rank, world_size=info.world_size,
             num_workers=cfg.num_workers, pin_memory=dev.type == "cuda",
         )
-        self.test_loader, _, _ = make_loader(self.test_ds, self.local_batch, shuffle=False, num_workers=0)
+        self.test_loader, test_sampler, _ = make_loader(self.test_ds, self.local_batch, shuffle=False, num_workers=0)
+        #: what epoch() iterates and what the curves' test errors iterate: the loaders or DeviceBatches
+        self.train_batches: Any = self.loader
+        self.test_batches: Any = self.test_loader
+        if self._data_on_device(self.train_ds, "training"):
+            self.train_batches = DeviceBatches.build(self.train_ds, self.sampler, self.local_batch, dev, generator=self.loader_gen)
+            held = self.train_batches.nbytes
+            if info.is_main and self._data_on_device(self.test_ds, "test", quiet=True):
+                self.test_batches = DeviceBatches.build(self.test_ds, test_sampler, self.local_batch, dev)
+                held += self.test_batches.nbytes
+            self._setup_notes.append(
+                f"{self.name}: training split{' and test split' if self.test_batches is not self.test_loader else ''} held on {dev} "
+                f"({held / 2**20:.1f} MiB), batched by index (training.data_on_device: {cfg.data_on_device})"
+            )
         optim = torch.optim.AdamW if cfg.optimizer == "adamw" else torch.optim.Adam
         self.optimizer = optim(self.model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
         self.scheduler: torch.optim.lr_scheduler.LRScheduler
@@ -383,6 +484,36 @@ class Trainer:
             self.scheduler = torch.optim.lr_scheduler.StepLR(self.optimizer, step_size=cfg.step_size * len(self.loader), gamma=cfg.gamma)
         if info.distributed and info.rank:  # different dropout streams per process, same initial weights
             torch.manual_seed(cfg.seed + 1_000_003 * info.rank)
+
+    def _data_on_device(self, ds: ArrayDataset, split: str, quiet: bool = False) -> bool:
+        """Whether split ``ds`` is held on the device (module doc, "Data on the device").
+
+        ``true`` with items of different shapes is a :class:`ConfigError` for the training split;
+        ``auto`` falls back to the loader and notes why (unless ``quiet``).
+        """
+        want, dev = self.cfg.data_on_device, self.dev
+        if want is False or (want == "auto" and dev.type not in _AUTO_DEVICE_TYPES):
+            return False
+        why = uniform_reason(ds)
+        if why is not None:
+            if want is True and split == "training":
+                raise ConfigError(
+                    f"training.data_on_device: true, but the training split cannot be held on the device: {why}; "
+                    "set training.data_on_device: auto or false (the data loader then pads each batch)"
+                )
+            if not quiet:
+                self._setup_notes.append(f"{self.name}: training.data_on_device {want}: the data loader feeds the {split} split: {why}")
+            return False
+        if want == "auto":
+            need, free = item_nbytes(ds), _free_device_memory(dev)
+            if need >= AUTO_DEVICE_FRACTION * free:
+                if not quiet:
+                    self._setup_notes.append(
+                        f"{self.name}: training.data_on_device auto: the data loader feeds the {split} split: it takes "
+                        f"{need / 2**20:.1f} MiB, not under {AUTO_DEVICE_FRACTION:.0%} of the free {free / 2**20:.0f} MiB on {dev}"
+                    )
+                return False
+        return True
 
     def _matching_checkpoint(self, restart: bool, restart_if_changed: bool) -> tuple[dict[str, Any] | None, str]:
         """The checkpoint to resume from (or None) and why one there is discarded ("" if none is)."""
@@ -457,17 +588,21 @@ class Trainer:
     def epoch(self, epoch: int) -> dict[str, Any]:
         """Train one pass over the training split (0-based ``epoch``), then the test error when due.
 
-        Appends the epoch's curve row to :attr:`curves` and returns it.
+        Appends the epoch's curve row to :attr:`curves` and returns it. Nothing here waits for the
+        device inside the loop (the progress bar's loss aside): the per-sample losses are summed on
+        the device and the sum is checked for a non-finite value once, after the loop
+        (:class:`FloatingPointError` naming the epoch).
         """
         from tqdm.auto import tqdm
 
         cfg, info, dev, norms = self.cfg, self.info, self.dev, self.norms
-        t0 = time.perf_counter()
+        t0 = _now()
         self.sampler.set_epoch(epoch)
         self.fwd_model.train()
-        acc = torch.zeros(2, dtype=torch.float64, device=dev)  # (sum of per-sample losses, samples)
+        loss_sum = torch.zeros((), dtype=torch.float64, device=dev)  # sum of the per-sample losses
+        samples = 0
         lr_used = self.optimizer.param_groups[0]["lr"]
-        bar = tqdm(self.loader, desc=f"{self.name} epoch {epoch + 1}/{cfg.epochs}", leave=False, disable=not self.progress, unit="batch")
+        bar = tqdm(self.train_batches, desc=f"{self.name} epoch {epoch + 1}/{cfg.epochs}", leave=False, disable=not self.progress, unit="batch")
         for batch in bar:
             b = to_device(batch, dev)
             gs = b.get("grid_shape")
@@ -480,8 +615,6 @@ class Trainer:
                 cfg.loss, pred, target, mask=output_mask(b), coords=b.get("query", b["coords"]), grid_shape=gs,
                 grad_weight=cfg.grad_weight, grad_form=cfg.grad_form, inputs=b["inputs"],
             )
-            if not torch.isfinite(loss):
-                raise FloatingPointError(f"{self.name}: loss became {loss.item()} in epoch {epoch + 1}; lower training.lr or check the data")
             n = b["inputs"].shape[0]
             self.optimizer.zero_grad(set_to_none=True)
             # "sum": gradient of the global batch sum of per-sample losses (DDP averages over ranks)
@@ -491,16 +624,22 @@ class Trainer:
             self.optimizer.step()
             lr_used = self.optimizer.param_groups[0]["lr"]
             self.scheduler.step()
-            acc += torch.stack([loss.detach().double() * n, torch.tensor(float(n), dtype=torch.float64, device=dev)])
+            loss_sum += loss.detach().double() * n
+            samples += n
             if self.progress:
                 bar.set_postfix(loss=f"{loss.item():.4g}", refresh=False)
-        acc = _all_sum(acc, info)
-        train_loss = float(acc[0] / acc[1])
+        acc = _all_sum(torch.stack([loss_sum, loss_sum.new_tensor(float(samples))]), info)
+        train_loss = float(acc[0] / acc[1])  # the one wait for the device per epoch
+        if not math.isfinite(train_loss):
+            raise FloatingPointError(
+                f"{self.name}: the training loss became {train_loss} in epoch {epoch + 1} (the checkpoint is left as it was); "
+                "lower training.lr or check the data"
+            )
         test_rel = None
         last = epoch + 1 == cfg.epochs
         if info.is_main and ((epoch + 1) % cfg.eval_every == 0 or last):
-            test_rel = float(test_errors(self.model, self.test_loader, norms, dev, autocast=self.autocast)[0].mean())
-        dt = time.perf_counter() - t0
+            test_rel = float(test_errors(self.model, self.test_batches, norms, dev, autocast=self.autocast)[0].mean())
+        dt = _now() - t0
         self.train_time += dt
         row = {"epoch": epoch + 1, "train_loss": train_loss, "test_rel_l2": test_rel, "lr": float(lr_used), "epoch_time_s": dt, "elapsed_s": self.train_time}
         self.curves.append(row)
@@ -511,8 +650,23 @@ class Trainer:
             )
         return row
 
-    def fit(self, max_epochs_this_call: int | None = None) -> TrainResult:
-        """Run the epochs left (at most ``max_epochs_this_call`` of them), checkpointing; the model file at the end."""
+    def _out_of_time(self, epoch: int, longest: float, budget: float | None) -> bool:
+        """Whether epoch ``epoch`` (0-based) would end past the call's budget (module doc); the
+        processes of a DDP job agree (any one out of time stops all)."""
+        if budget is None or epoch == self.start_epoch:
+            return False
+        late = _now() - self.started_at + BUDGET_SAFETY * longest > budget
+        if self.info.distributed:
+            late = bool(_all_sum(torch.tensor([float(late)], dtype=torch.float64, device=self.dev), self.info)[0] > 0)
+        return late
+
+    def fit(self, max_epochs_this_call: int | None = None, *, max_seconds_this_call: float | None = None) -> TrainResult:
+        """Run the epochs left, checkpointing; the model file at the end.
+
+        At most ``max_epochs_this_call`` epochs, and none that would end past
+        ``max_seconds_this_call`` seconds after the call started (module doc, "Time budget per
+        call"); the result's ``stopped_by`` says which stopped it.
+        """
         from opflow.models.base import count_parameters
 
         cfg, info = self.cfg, self.info
@@ -524,15 +678,45 @@ class Trainer:
                 self.name, count_parameters(self.model), len(self.train_ds), len(self.test_ds), cfg.loss, self.dev, info.world_size,
                 self.start_epoch + 1, stop_at, cfg.epochs,
             )
+            for line in self._setup_notes:
+                self._note(logging.INFO, "%s", line)
+        done, saved, longest = self.start_epoch, self.start_epoch, 0.0
+        stopped_by: str | None = None
         for epoch in range(self.start_epoch, stop_at):
+            if self._out_of_time(epoch, longest, max_seconds_this_call):
+                stopped_by = "time_budget"
+                break
+            t0 = _now()
             self.epoch(epoch)
-            if (epoch + 1) % cfg.checkpoint_every == 0 or epoch + 1 == stop_at:
-                self.save_checkpoint(epoch + 1)
+            done = epoch + 1
+            if done % cfg.checkpoint_every == 0 or done == stop_at:
+                self.save_checkpoint(done)
+                saved = done
                 if info.is_main:
                     write_curves(self.curves, self.out_dir)
             barrier(info)
+            longest = max(longest, _now() - t0)
+        if stopped_by is not None and saved != done:  # checkpoint_every > 1: the stop still leaves one
+            self.save_checkpoint(done)
+            if info.is_main:
+                write_curves(self.curves, self.out_dir)
+            barrier(info)
 
+        stop_at = done
         complete = stop_at >= cfg.epochs
+        message = ""
+        if not complete:
+            stopped_by = stopped_by or "max_epochs"
+            if stopped_by == "time_budget":
+                message = (
+                    f"{self.name}: stopped after epoch {done} of {cfg.epochs} within the {(max_seconds_this_call or 0) / 60:g}-minute budget of "
+                    f"this call (next epoch estimated at {BUDGET_SAFETY * longest:.1f} s), checkpoint at {self.ckpt_path}; "
+                    "rerun the same command to resume"
+                )
+            else:
+                message = f"{self.name}: stopped after epoch {done} of {cfg.epochs} (max_epochs_this_call), checkpoint at {self.ckpt_path}"
+            if info.is_main:
+                self._note(logging.INFO if stopped_by == "max_epochs" else logging.WARNING, "%s", message)
         if info.is_main:
             write_curves(self.curves, self.out_dir, png=True, title=self.name)
             if complete:
@@ -540,7 +724,9 @@ class Trainer:
                 self.ckpt_path.unlink(missing_ok=True)
                 self._note(logging.INFO, "%s: wrote %s (%.1f s of training)", self.name, self.model_path, self.train_time)
         barrier(info)
-        return TrainResult(complete, stop_at, self.model_path if complete else None, self.ckpt_path, self.curves, self.train_time, resumed_from)
+        return TrainResult(
+            complete, stop_at, self.model_path if complete else None, self.ckpt_path, self.curves, self.train_time, resumed_from, stopped_by, message
+        )
 
     def save_checkpoint(self, epochs_done: int) -> None:
         """Replace ``checkpoint.pt`` atomically (the RNG states of every process, written by rank 0)."""

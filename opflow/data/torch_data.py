@@ -48,7 +48,9 @@ without input sets, and every model, see no difference.
 Shuffling is a :class:`~torch.utils.data.distributed.DistributedSampler` in every case (one
 replica without DDP): the order of epoch ``e`` is a permutation drawn from ``seed + e`` alone, so a
 resumed run replays it exactly, and under DDP with ``W`` processes the union of the ``W`` local
-batches ``k`` is the single-process batch ``k`` (global batch = ``W`` x local batch).
+batches ``k`` is the single-process batch ``k`` (global batch = ``W`` x local batch). A split whose
+items all have the same shapes can instead be held on the device and cut into the same batches by
+index (:class:`opflow.data.device_batches.DeviceBatches`, ``training.data_on_device``).
 """
 
 from __future__ import annotations

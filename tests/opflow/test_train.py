@@ -217,3 +217,27 @@ def test_a_second_training_into_a_busy_folder_fails_at_once(data: Path, tmp_path
     res = train(run, data, out, progress=False)
     assert res.complete and not (out / ".lock").exists()  # released and removed at the end
     assert isinstance(ModelRecord.load(res.model_path), ModelRecord)
+
+
+def test_a_non_finite_loss_stops_after_its_epoch_and_keeps_the_last_good_checkpoint(
+    data: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Checked once per epoch on the summed loss (no wait for the device per step): every step of the
+    diverged epoch runs, then the error names the epoch, before any checkpoint is written."""
+    import opflow.train
+
+    run = run_of(data, epochs=3)  # 12 samples, batch 4: 3 steps per epoch
+    train(run, data, tmp_path, progress=False, max_epochs_this_call=1)
+    before = (tmp_path / CHECKPOINT_NAME).read_bytes()
+    real, steps = opflow.train.training_loss, []
+
+    def nan_loss(*a, **k):
+        steps.append(1)
+        return real(*a, **k) * (float("nan") if len(steps) == 2 else 1.0)  # the second step of epoch 2 diverges
+
+    monkeypatch.setattr(opflow.train, "training_loss", nan_loss)
+    with pytest.raises(FloatingPointError, match=r"^toy_mlp: the training loss became nan in epoch 2 \(the checkpoint is left as it was\); "
+                                                 r"lower training\.lr or check the data$"):
+        train(run, data, tmp_path, progress=False)
+    assert len(steps) == 3
+    assert (tmp_path / CHECKPOINT_NAME).read_bytes() == before and torch.load(tmp_path / CHECKPOINT_NAME, weights_only=False)["epoch"] == 1
