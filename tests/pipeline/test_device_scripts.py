@@ -1,0 +1,118 @@
+"""The GPU-machine scripts (docs/gpu.md): a training stopped by its time budget is carried back and resumed.
+
+``scripts/device_run.sh`` runs Snakemake targets in one command of a borrowed GPU machine: datasets first, then the
+state of the last command restored, then the targets with every training job under ``OPFLOW_TRAIN_MAX_MINUTES``,
+then the state packed into ``$OUT``; ``scripts/device_pull.sh`` takes it back for the next command. Here the
+whole cycle runs on the CPU on a tiny Lorenz-63 target whose 2 epochs need two commands.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import yaml
+
+from workflow_helpers import ROOT, TINY
+
+SCRIPTS = ROOT / "scripts"
+TARGET = "out/results/lorenz_tiny_tno.json"
+
+
+def _config(tmp: Path) -> Path:
+    cfg = {k: v for k, v in TINY.items() if k not in ("sources", "datasets")}
+    cfg["sources"] = {k: v for k, v in TINY["sources"].items() if k.startswith("lorenz63")}
+    datasets = dict(TINY["datasets"])
+    lt = dict(datasets["lorenz_tiny"])
+    lt["training"] = {**lt["training"], "epochs": 2}
+    cfg["datasets"] = {"lorenz_tiny": lt, **{k: v for k, v in datasets.items() if k.startswith("lorenz63")}}
+    path = tmp / "tiny.yaml"
+    path.write_text(yaml.safe_dump(cfg))
+    return path
+
+
+def _device_command(work: Path, out: Path, state: Path, config: Path, wheels: Path) -> subprocess.CompletedProcess:
+    """One 'command on the GPU machine': a fresh $OUT, the state carried in, a budget far below one epoch."""
+    out.mkdir()
+    env = {**os.environ, "OUT": str(out), "PYTHON": sys.executable}
+    cmd = [
+        str(SCRIPTS / "device_run.sh"), "--minutes", "0.0001", "--state", str(state), "--wheels", str(wheels), "--",
+        "--configfile", str(ROOT / "config/quick.yaml"), str(config), "--", TARGET,
+    ]  # fmt: skip
+    return subprocess.run(cmd, cwd=work, env=env, capture_output=True, text=True, timeout=600)
+
+
+def _pull(out: Path, state: Path) -> subprocess.CompletedProcess:
+    return subprocess.run([str(SCRIPTS / "device_pull.sh"), str(out), str(state)], capture_output=True, text=True, timeout=120)
+
+
+def test_a_budget_stopped_training_is_carried_back_and_resumed(tmp_path: Path) -> None:
+    config, wheels, state = _config(tmp_path), tmp_path / "no-wheels", tmp_path / "carry" / ".device-state"
+    wheels.mkdir()
+
+    # command 1 (a bare machine): the data are made, epoch 1 runs, the budget stops the job with its checkpoint
+    (tmp_path / "machine1").mkdir()
+    first = _device_command(tmp_path / "machine1", tmp_path / "out1", state, config, wheels)
+    assert first.returncode != 0, first.stdout + first.stderr
+    log1 = (tmp_path / "machine1/out/models/lorenz_tiny_tno/train.log").read_text()
+    assert "stopped after epoch 1 of 2" in log1, log1
+    assert not (tmp_path / "machine1" / TARGET).exists()
+    parts = sorted((tmp_path / "out1").glob("state.tgz.part-*"))
+    assert parts and all(p.stat().st_size <= 15 * 2**20 for p in parts)
+    pulled = _pull(tmp_path / "out1", state)
+    assert pulled.returncode == 0, pulled.stderr
+    tree = state.parent / ".device-tree"
+    assert (tree / "out/models/lorenz_tiny_tno/checkpoint.pt").is_file()
+
+    # command 2 (another bare machine): data regenerated, checkpoint restored, epoch 2 resumed, then evaluation
+    (tmp_path / "machine2").mkdir()
+    second = _device_command(tmp_path / "machine2", tmp_path / "out2", state, config, wheels)
+    assert second.returncode == 0, second.stdout + second.stderr
+    log2 = (tmp_path / "machine2/out/models/lorenz_tiny_tno/train.log").read_text()
+    assert re.search(r"--- resumed at epoch 1 ", log2), log2
+    assert "started from scratch" in log2 and log2.count("started from scratch") == 1  # command 1's marker, carried
+    result = json.loads((tmp_path / "machine2" / TARGET).read_text())
+    assert result["epochs"] == 2
+    assert _pull(tmp_path / "out2", state).returncode == 0
+
+    # command 3: the finished model is restored and nothing is trained again
+    (tmp_path / "machine3").mkdir()
+    third = _device_command(tmp_path / "machine3", tmp_path / "out3", state, config, wheels)
+    assert third.returncode == 0, third.stdout + third.stderr
+    log3 = (tmp_path / "machine3/out/models/lorenz_tiny_tno/train.log").read_text()
+    assert log3 == log2
+    assert "Nothing to be done" in (tmp_path / "machine3/logs/device/run.log").read_text()
+
+
+def test_pull_refuses_a_folder_without_state_and_keeps_the_last_state(tmp_path: Path) -> None:
+    state = tmp_path / ".device-state"
+    state.mkdir()
+    (state / "state.tgz.part-0").write_bytes(b"last good state")
+    empty = tmp_path / "files"
+    empty.mkdir()
+    r = _pull(empty, state)
+    assert r.returncode == 1 and "no state.tgz.part-*" in r.stderr
+    assert (state / "state.tgz.part-0").read_bytes() == b"last good state"
+
+
+def test_device_run_names_missing_targets_and_bad_budgets(tmp_path: Path) -> None:
+    run = SCRIPTS / "device_run.sh"
+    no_target = subprocess.run([str(run), "--minutes", "7"], cwd=tmp_path, capture_output=True, text=True)
+    assert no_target.returncode == 2 and "name the Snakemake targets" in no_target.stderr
+    bad = subprocess.run([str(run), "--minutes", "0", "--", "x"], cwd=tmp_path, capture_output=True, text=True)
+    assert bad.returncode == 2 and "--minutes must be a positive number" in bad.stderr
+
+
+def test_the_fem_test_files_left_out_on_the_gpu_machine_are_exactly_those_needing_dolfinx_or_gmsh() -> None:
+    script = (SCRIPTS / "device_test.sh").read_text()
+    listed = set(re.search(r"fem=\(([^)]*)\)", script).group(1).split())
+    needing = {
+        str(p.relative_to(ROOT))
+        for p in (ROOT / "tests").rglob("test_*.py")
+        if re.search(r"\b(dolfinx|gmsh)\b", p.read_text()) and p.name != Path(__file__).name
+    }
+    assert listed == needing
