@@ -31,7 +31,10 @@ the phase, and temporaries), not the parameters and inputs, which existed before
 separately as ``param_bytes``). Where ``clear_refs`` is unavailable the growth of ``ru_maxrss`` is
 used (an underestimate when an earlier peak was higher; the method is recorded in the result).
 (``tracemalloc`` does not see torch's allocations; ``torch.profiler``'s memory view adds overhead
-to the timed steps.) On CUDA the peak is ``torch.cuda.max_memory_allocated`` over the phase.
+to the timed steps.) On CUDA (``--device cuda``) the peak is ``torch.cuda.max_memory_allocated``
+over the phase (reset at its start, minus what was allocated then), every timed step ends with a
+``torch.cuda.synchronize``, the probe is preceded by one untimed step (the first CUDA step pays
+for the context and the libraries), and the memory cap is half the free memory of the GPU.
 
 Time and memory guards. A batch-1 probe step (forward and training) predicts the cost of a sample;
 where the paper's batch would take more than ``--max-step-s`` per step or more than
@@ -83,6 +86,8 @@ from benchmarks.common import loadavg, machine, timed_repeats, utc_timestamp, wr
 
 ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_OUT = "benchmarks/results/models_{device}.json"
+#: opflow bench runs it once more on the GPU when one is present (benchmarks/results/models_cuda.json)
+BENCH_GPU_ARGS = ["--device", "cuda"]
 
 
 # --------------------------------------------------------------------------- input families
@@ -423,6 +428,9 @@ def measure(spec: Spec) -> dict[str, Any]:
     probe = _batch(fam, spec.size, 1, dev, gen)
     opt = make_opt()
     train1, infer1 = fns(probe, opt)
+    if dev.type == "cuda":  # the first CUDA step (context, library handles, lazily loaded kernels) is no estimate of a step
+        train1()
+        sync()
     mem.start()
     t0 = time.perf_counter()
     train1()
@@ -570,7 +578,12 @@ def _exponents(rows: list[dict[str, Any]]) -> dict[str, Any]:
     return out
 
 
-def _memory_available() -> int | None:
+def _memory_available(device: str = "cpu") -> int | None:
+    """Free memory of ``device``: ``MemAvailable`` of the host, or the free memory of the CUDA device."""
+    if device.startswith("cuda"):
+        import torch
+
+        return int(torch.cuda.mem_get_info(torch.device(device))[0])
     try:
         with open("/proc/meminfo") as fh:
             for line in fh:
@@ -594,7 +607,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--phase-s", type=float, default=12.0, help="aimed seconds of timed steps per phase (sets the repeats)")
     ap.add_argument("--max-step-s", type=float, default=20.0, help="reduce the batch below the paper's when a step would take longer")
     ap.add_argument("--max-sample-s", type=float, default=40.0, help="skip a size predicted to take longer per training sample")
-    ap.add_argument("--max-memory-gb", type=float, default=None, help="memory cap of a phase (default: half of MemAvailable at the start)")
+    ap.add_argument("--max-memory-gb", type=float, default=None, help="memory cap of a phase (default: half of MemAvailable at the start; on CUDA half of the GPU's free memory)")
     ap.add_argument("--timeout-s", type=float, default=600.0, help="per (model, size) subprocess")
     ap.add_argument("--out", default=None, help=f"result JSON (default {DEFAULT_OUT}; the smoke run writes only with --out)")
     ap.add_argument("--update", action="store_true", help="merge into the existing --out file: re-measure only --models, keep the others")
@@ -617,12 +630,15 @@ def main(argv: list[str] | None = None) -> int:
         if fam not in FAMILIES:
             ap.error(f"--sizes: unknown family {fam!r}; families: {sorted(FAMILIES)}")
         sizes[fam] = tuple(int(v) for v in vals.split(","))
-    avail = _memory_available()
-    cap = int(a.max_memory_gb * 2**30) if a.max_memory_gb else int((avail or 8 << 30) // 2)
     if a.smoke:
         a.warmup, a.min_repeats, a.max_repeats, a.phase_s = 1, 1, 1, 0.0
 
     import torch
+
+    if a.device.startswith("cuda") and not torch.cuda.is_available():
+        ap.error(f"--device {a.device}: torch sees no CUDA device here; use --device cpu")
+    avail = _memory_available(a.device)
+    cap = int(a.max_memory_gb * 2**30) if a.max_memory_gb else int((avail or 8 << 30) // 2)
 
     load_start = loadavg()
     t_run = time.perf_counter()

@@ -106,11 +106,12 @@ class Run:
     measure of its cost than the wall time."""
 
 
-def run_one(b: Benchmark, *, smoke: bool, out: Path | None, extra: list[str], timeout: float | None) -> Run:
-    """Run one benchmark in its own process in the repository root."""
+def run_one(b: Benchmark, *, smoke: bool, out: Path | None, extra: list[str], timeout: float | None, gpu_args: list[str] | None = None) -> Run:
+    """Run one benchmark in its own process in the repository root (``gpu_args``: its GPU run's options,
+    before ``extra``; they do not stand in for what ``BENCH_REQUIRES`` asks of ``extra``)."""
     if not smoke and b.requires and not extra:
         return Run(b.name, "skipped", 0.0, [], None, f"a full run needs {' '.join(b.requires)}: pass --extra {b.name}='{' '.join(r + ' ...' for r in b.requires)}'")
-    cmd = [sys.executable, "-m", f"benchmarks.{b.name}", *(["--smoke"] if smoke else []), *(["--out", str(out)] if out else []), *extra]
+    cmd = [sys.executable, "-m", f"benchmarks.{b.name}", *(["--smoke"] if smoke else []), *(["--out", str(out)] if out else []), *(gpu_args or []), *extra]
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO), *filter(None, [os.environ.get("PYTHONPATH")])])}
     t0 = time.perf_counter()
     with tempfile.TemporaryFile() as log:
@@ -281,7 +282,7 @@ def run(a: argparse.Namespace) -> int:
     gpu = [b for b in selected if b.gpu_args]
     if gpu and _cuda_present():  # the torch benchmarks once more, per GPU (serially: one device)
         for b in gpu:
-            r = run_one(b, smoke=a.smoke, out=out_dir / f"{b.name}_cuda.json", extra=[*b.gpu_args, *extra.get(b.name, [])], timeout=timeout)
+            r = run_one(b, smoke=a.smoke, out=out_dir / f"{b.name}_cuda.json", extra=extra.get(b.name, []), timeout=timeout, gpu_args=b.gpu_args)
             r.name = f"{b.name}_cuda"
             print(f"{r.name:16s} {r.status:10s} {r.wall_s:7.1f} s wall", flush=True)
             runs.append(r)

@@ -1,0 +1,191 @@
+"""The GPU-ready speed benchmarks, run at smoke size on the CPU: benchmarks/ono_official.py (opflow's
+side without the authors' checkout: its variants, the epoch loop, the profile) and
+benchmarks/train_speed.py (the real Trainer per precision / compile / data placement). What is
+specified: the variants each script accepts and refuses, what a CPU run skips and says why, the
+fields of the JSON a GPU session will read, and the synthetic Darcy file. No timing is asserted.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+
+import numpy as np
+import pytest
+
+from benchmarks import ono_official, train_speed
+from opflow.bench import discover
+
+torch = pytest.importorskip("torch")
+
+
+# --------------------------------------------------------------------------- ono_official
+
+
+def test_ono_official_variants_are_canonical_and_bad_ones_are_named():
+    assert ono_official.parse_variants("fp32,bf16,compile") == ["fp32", "bf16", "compile"]
+    assert ono_official.parse_variants("compile+bf16, fp32+compile,bf16+compile") == ["bf16+compile", "compile"]
+    for bad in ("fp16", "bf16+fp32", "compile+compile", ""):
+        with pytest.raises(ValueError, match="--variants"):
+            ono_official.parse_variants(bad)
+
+
+def test_ono_official_gpu_variants_are_skipped_on_a_cpu_with_the_reason():
+    cpu = torch.device("cpu")
+    assert ono_official.skip_reason("fp32", cpu, cpu_variants=False) is None
+    assert "skipped on cpu" in ono_official.skip_reason("bf16+compile", cpu, cpu_variants=False)
+    assert ono_official.skip_reason("bf16", cpu, cpu_variants=True) is None  # the code-path check
+
+
+def test_ono_official_contenders_start_from_the_same_weights_and_count_their_state():
+    cs = ono_official.make_contenders(None, ["fp32", "bf16"], torch.device("cpu"), ono_official.SMOKE_MODEL)
+    assert list(cs) == ["fp32", "bf16"] and cs["bf16"].autocast and not cs["fp32"].autocast
+    for p, q in zip(cs["fp32"].module.parameters(), cs["bf16"].module.parameters(), strict=True):
+        assert torch.equal(p, q) and p.data_ptr() != q.data_ptr()  # copies, not shared tensors
+    n_params = sum(p.numel() for p in cs["fp32"].module.parameters())
+    assert cs["fp32"].state_bytes() == 4 * n_params  # float32 parameters, no AdamW moments before a step
+    coords, a, u = ono_official.darcy_batch(9, 2, 0, torch.float32)
+    cs["fp32"].train_step(coords, a, u)
+    n_tensors = len(list(cs["fp32"].module.parameters()))
+    # + exp_avg and exp_avg_sq (AdamW), and its step count, one scalar tensor per parameter tensor
+    assert cs["fp32"].state_bytes() == 3 * 4 * n_params + 4 * n_tensors
+
+
+def test_ono_official_epoch_counts_steps_and_extrapolates_from_the_median():
+    medians = {"fp32": {"train_step_s": {"median": 0.5}}}
+    cs = {"fp32": None}
+    ep = ono_official.epoch_times(cs, medians, 9, 8, 1000, torch.device("cpu"), full=False)  # type: ignore[arg-type]
+    assert ep["steps"] == 125 and ep["fp32"]["extrapolated_s"] == pytest.approx(62.5) and "measured_s" not in ep["fp32"]
+    assert ono_official.epoch_times(cs, medians, 9, 8, 1001, torch.device("cpu"), full=False)["steps"] == 126  # type: ignore[arg-type]
+
+
+def test_ono_official_ratios_are_release_over_variant():
+    res = {
+        "release": {"train_step_s": {"median": 3.0}, "inference_s": {"median": 1.0}, "peak_memory_bytes": 200},
+        "fp32": {"train_step_s": {"median": 2.0}, "inference_s": {"median": 2.0}, "peak_memory_bytes": 100},
+    }
+    epochs = {"release": {"measured_s": 30.0}, "fp32": {"measured_s": 10.0}}
+    assert ono_official.ratios(res, ["fp32", "bf16"], epochs) == {"fp32": {"train_step": 1.5, "inference": 0.5, "peak_memory": 2.0, "epoch_measured": 3.0}}
+    assert ono_official.ratios({"fp32": res["fp32"]}, ["fp32"], None) == {}
+
+
+def test_ono_official_smoke_without_the_release_writes_the_gpu_fields(tmp_path):
+    out = tmp_path / "ono_official.json"
+    assert ono_official.main(["--smoke", "--threads", "1", "--out", str(out)]) == 0
+    r = json.loads(out.read_text())
+    assert r["benchmark"] == "ono_official" and r["smoke"] and r["release"] is None
+    assert r["device"] == "cpu" and r["device_name"] is None and "torch" in r["versions"]
+    sp = r["speed"]
+    assert sp["variants_measured"] == ["fp32"] and set(sp["variants_skipped"]) == {"bf16", "compile"}
+    fp32 = sp["variants"]["fp32"]
+    assert sp["opflow"] == fp32  # the old key: opflow's fp32 model
+    assert fp32["train_samples_per_s"] == pytest.approx(sp["batch"] / fp32["train_step_s"]["median"])
+    assert fp32["peak_memory_bytes"] == fp32["state_bytes"] + fp32["step_peak_bytes"] and fp32["state_bytes"] > 0
+    ep = sp["epoch"]
+    assert (ep["samples"], ep["batch"], ep["steps"]) == (5, 2, 3)  # 5 samples in batches of 2: the last one smaller
+    assert ep["fp32"]["measured_s"] > 0 and ep["fp32"]["extrapolated_s"] > 0
+    assert sp["ratios_release_over_variant"] == {}  # nothing to compare without the release
+    assert r["profile_opflow"]["top_ops"] and r["profile_opflow"]["device"] == "cpu"
+    assert any("fp32" in line for line in ono_official.summarize(r))
+
+
+# --------------------------------------------------------------------------- train_speed
+
+
+def test_train_speed_variants_parse_to_settings_and_back():
+    assert train_speed.parse_variant("bf16+compile+ondevice") == {"precision": "bf16", "compile": True, "data_on_device": True}
+    assert train_speed.parse_variant("compile") == {"precision": "fp32", "compile": True, "data_on_device": False}
+    assert train_speed.parse_variants("ondevice+bf16,bf16+ondevice,fp32") == ["bf16+ondevice", "fp32"]
+    all_ = train_speed.parse_variants("all")
+    assert len(all_) == 8 == len(set(all_)) and all_[0] == "fp32"  # the DataLoader fp32 baseline first
+    assert {train_speed.variant_name(train_speed.parse_variant(n)) for n in all_} == set(all_)
+    for bad in ("fp16", "fp32+bf16", "bf16+bf16", "+"):
+        with pytest.raises(ValueError, match="--variants"):
+            train_speed.parse_variant(bad)
+
+
+def test_train_speed_skips_what_a_cpu_or_this_config_cannot_do():
+    v = train_speed.parse_variant
+    assert train_speed.skip_reason(v("fp32"), "cpu", True) is None
+    assert train_speed.skip_reason(v("fp32+ondevice"), "cpu", True) is None
+    assert "CUDA" in train_speed.skip_reason(v("bf16"), "cpu", True)
+    assert "CUDA" in train_speed.skip_reason(v("fp32+compile"), "cpu", True)
+    assert "data_on_device" in train_speed.skip_reason(v("fp32+ondevice"), "cuda", False)
+    assert train_speed.skip_reason(v("bf16+compile+ondevice"), "cuda", True) is None
+
+
+def test_synthetic_darcy_file_has_the_darcy_shapes_and_values(tmp_path):
+    from opflow.data.format import read_dataset
+
+    path = train_speed.synthetic_darcy(tmp_path / "s.nc", train=6, test=3, resolution=13, seed=1)
+    ds = read_dataset(path)
+    a, u = ds.variables["coeff"].data, ds.variables["pressure"].data
+    assert a.shape == u.shape == (9, 13, 13)
+    assert set(np.unique(a)) == {3.0, 12.0}  # the piecewise-constant coefficient's two values
+    # sin(pi x) sin(pi y) times a field: zero on the boundary (up to sin(pi) in floating point), not inside
+    assert np.allclose(u[:, [0, -1], :], 0, atol=1e-6) and np.allclose(u[:, :, [0, -1]], 0, atol=1e-6)
+    assert np.abs(u[:, 1:-1, 1:-1]).min() > 0
+    assert list(np.asarray(ds.variables["split"].data)) == [0] * 6 + [1] * 3
+    # deterministic in the seed
+    again = read_dataset(train_speed.synthetic_darcy(tmp_path / "t.nc", train=6, test=3, resolution=13, seed=1))
+    assert np.array_equal(again.variables["pressure"].data, u)
+
+
+def test_train_speed_smoke_trains_with_the_real_trainer_and_writes_the_fields(tmp_path):
+    out = tmp_path / "train_speed_cpu.json"
+    assert train_speed.main(["--smoke", "--out", str(out)]) == 0
+    r = json.loads(out.read_text())
+    assert r["benchmark"] == "train_speed" and r["smoke"] and r["device"] == "cpu" and r["epochs"] == 2
+    assert r["run"]["dataset"] == "darcy" and r["run"]["model"] == "ono"
+    assert r["run"]["model_config"]["width"] == train_speed.SMOKE_MODEL["width"] and r["data"]["synthetic"]
+    assert "torch" in r["versions"] and r["torch_threads"] == 1
+    has = train_speed.data_on_device_supported()
+    assert r["data_on_device_supported"] == has
+    measured = {"fp32", "fp32+ondevice"} if has else {"fp32"}
+    assert set(r["variants"]) == measured
+    assert set(r["skipped_variants"]) == set(train_speed.ALL_VARIANTS) - measured
+    fp32 = r["variants"]["fp32"]
+    assert fp32["train_samples"] == 8 and fp32["steps_per_epoch"] == 2 and len(fp32["train_loss"]) == 2
+    assert fp32["epoch_s"]["median"] == fp32["epoch_s"]["all"][1]  # the first epoch is the warm-up
+    assert fp32["samples_per_s"] == pytest.approx(8 / fp32["epoch_s"]["median"])
+    assert math.isfinite(fp32["final_train_loss"]) and fp32["final_test_rel_l2"] is not None
+    assert fp32["peak_memory_kind"] and fp32["effective"] == {"autocast_bf16": False, "compile": False, "train_data_on_device": False, "test_data_on_device": False}
+    if has:  # the same batches in the same order: the same losses, bit for bit
+        on = r["variants"]["fp32+ondevice"]
+        assert on["effective"]["train_data_on_device"] and on["train_loss"] == fp32["train_loss"]
+    assert any(line.startswith("- fp32:") for line in train_speed.summarize(r))
+
+
+def test_the_gpu_benchmarks_declare_their_gpu_runs():
+    found = {b.name: b for b in discover()}
+    assert found["train_speed"].gpu_args == ["--device", "cuda"]
+    assert found["models"].gpu_args == ["--device", "cuda"]
+    assert found["ono_official"].requires == ["--release"]
+    assert found["ono_official"].gpu_args[:2] == ["--device", "cuda"] and "--full-epoch" in found["ono_official"].gpu_args
+
+
+def test_train_speed_full_run_on_a_cpu_shrinks_the_synthetic_split_and_says_so(tmp_path):
+    out = tmp_path / "ts.json"
+    args = ["--configfile", "config/default.yaml", "--configfile", "config/quick.yaml", "--device", "cpu", "--threads", "1",
+            "--variants", "fp32", "--train-samples", "4", "--out", str(out)]
+    assert train_speed.main(args) == 0
+    r = json.loads(out.read_text())
+    assert not r["smoke"] and r["epochs"] == 2  # the CPU default
+    assert r["data"] | {"write_s": 0} == {**r["data"], "synthetic": True, "train": 4, "test": train_speed.CPU_DATA["test"], "resolution": 43, "write_s": 0}
+    assert any("not the dataset's 250 / 50" in n for n in r["notes"])
+    assert r["run"]["model_config"]["width"] == 32 and r["variants"]["fp32"]["train_samples"] == 4  # quick.yaml's ONO, unchanged
+
+
+def test_bad_options_are_refused_naming_them(capsys):
+    cases = [
+        (train_speed.main, ["--variants", "fp16"], "--variants"),
+        (train_speed.main, ["--epochs", "0"], "--epochs"),
+        (train_speed.main, ["--train-samples", "0"], "--train-samples"),
+        (ono_official.main, ["--smoke", "--variants", "fp16"], "--variants"),
+        (ono_official.main, ["--smoke", "--samples", "0"], "--samples"),
+        (ono_official.main, [], "--release DIR"),
+    ]
+    for main, args, msg in cases:
+        with pytest.raises(SystemExit) as e:
+            main(args)
+        assert e.value.code == 2 and msg in capsys.readouterr().err, args
