@@ -28,7 +28,8 @@ rule report:
         site=directory(out("report")),
     params:
         py=PY,
-        profile="default" if ROOT in ("", ".") else ROOT,
+        # a label of the profile (its root's name), not a path: a function, so the lint does not take it for a prefix
+        profile=lambda w: "default" if ROOT in ("", ".") else ROOT,
         paper=f"{workflow.basedir}/config/default.yaml",
     log:
         out("logs/report.log"),
