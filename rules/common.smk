@@ -9,12 +9,18 @@ from pathlib import Path
 
 sys.path.insert(0, workflow.basedir)
 from opflow.data.errors import ConfigError  # noqa: E402
-from solvers.config import check_config, dataset_resolution, source_info  # noqa: E402
+from solvers.config import check_config, dataset_resolution, source_info, unavailable_sources  # noqa: E402
 
 try:
     WF = check_config(config)  # the typed tree; one clear line instead of a traceback, before any job
 except ConfigError as e:
     sys.exit(f"opflow: config error at {e}")
+if unavailable_sources():  # e.g. the FEM sources on a GPU machine without gmsh: the other targets still run
+    print(
+        f"opflow: sources {', '.join(sorted(unavailable_sources()))} cannot be made here (not checked); "
+        f"first reason: {next(iter(unavailable_sources().values()))}",
+        file=sys.stderr,
+    )
 
 from opflow.config import resolve_run  # noqa: E402
 

@@ -113,6 +113,7 @@ from typing import Any, Literal
 import numpy as np
 import scipy.sparse as sp
 
+from opflow.data.errors import MissingStackError
 from opflow.data.format import Variable
 from meshes.domains import DEFAULT_HOLES
 from solvers.base import ConfigError, FieldSpec, Generator, SolverError, register
@@ -663,18 +664,30 @@ class DarcyFEMGenerator(Generator):
         if serial:
             try:
                 return cached_mesh(p.domain, mesh_size=p.effective_mesh_size, **p.domain_options())
+            except ModuleNotFoundError as e:  # gmsh absent (the GPU machines): not a config error
+                raise MissingStackError(self._no_gmsh(e.name)) from None
             except Exception as e:
                 raise ConfigError(f"meshing domain {p.domain!r} failed: {e}") from None
-        path, error = None, None
+        path, error, missing = None, None, None
         if self.comm.rank == 0:  # mesh once; the other ranks wait for the file (or the error)
             try:
                 path = str(cached_mesh(p.domain, mesh_size=p.effective_mesh_size, **p.domain_options()))
+            except ModuleNotFoundError as e:
+                missing = e.name
             except Exception as e:
                 error = f"meshing domain {p.domain!r} failed: {e}"
-        path, error = self.comm.bcast((path, error), root=0)
+        path, error, missing = self.comm.bcast((path, error, missing), root=0)
+        if missing is not None:
+            raise MissingStackError(self._no_gmsh(missing))
         if error is not None:
             raise ConfigError(error)
         return Path(path)
+
+    def _no_gmsh(self, module: str | None) -> str:
+        return (
+            f"meshing domain {self.params.domain!r} needs the module {module or 'gmsh'!r}, which is not installed here; "
+            "make this dataset on a machine with the FEM stack (make setup installs it) and carry the file"
+        )
 
     def layout(self) -> dict[str, Any]:
         """Global mesh layout in input order (node coordinates, counter-clockwise cells), the

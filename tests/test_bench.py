@@ -14,6 +14,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from opflow.bench import BENCH_DIR, HELPERS, REPO, discover
 
 
@@ -46,6 +48,7 @@ def bench(*args: str, timeout: int = 240) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "opflow.cli", "bench", *args], cwd=REPO, capture_output=True, text=True, timeout=timeout)
 
 
+@pytest.mark.fem  # the convergence benchmark solves the FEM Darcy problem
 def test_a_smoke_run_writes_each_json_and_the_summary(tmp_path: Path) -> None:
     run = bench("--smoke", "--only", "darcy_fd,lorenz,convergence", "--out-dir", str(tmp_path), "--jobs", "2")
     assert run.returncode == 0, run.stdout + run.stderr

@@ -1,4 +1,4 @@
-"""The two user-facing error types; their messages name the problem and the fix."""
+"""The user-facing error types; their messages name the problem and the fix."""
 
 
 class DatasetError(ValueError):
@@ -7,3 +7,8 @@ class DatasetError(ValueError):
 
 class ConfigError(ValueError):
     """A configuration key or value is wrong; the message names it and the allowed values."""
+
+
+class MissingStackError(ConfigError):
+    """A solver needs a package this machine lacks (gmsh, dolfinx, basix: the FEM stack, absent on the GPU
+    machines); the message names the package, the source and where such data can be made."""

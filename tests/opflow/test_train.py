@@ -168,9 +168,9 @@ def test_ddp_two_processes_match_one_process_with_the_same_global_batch(data: Pa
     (tmp_path / "run.json").write_text(json.dumps(run))
     entry = tmp_path / "entry.py"
     entry.write_text(f"import sys\nsys.path.insert(0, {str(HERE)!r})\nimport learning_helpers\nfrom opflow.cli import main\nsys.exit(main(sys.argv[1:]))\n")
-    torchrun = Path(sys.executable).with_name("torchrun")
+    torchrun = [sys.executable, "-m", "torch.distributed.run"]  # as the workflow launches it (no torchrun script needed)
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
-    cmd = [str(torchrun), "--standalone", "--nproc_per_node", "2", str(entry), "train", "--run-json", f"@{tmp_path / 'run.json'}",
+    cmd = [*torchrun, "--standalone", "--nproc_per_node", "2", str(entry), "train", "--run-json", f"@{tmp_path / 'run.json'}",
            "--data", str(data), "--out-dir", str(tmp_path / "ddp"), "--threads", "1", "--no-progress"]
     out = subprocess.run(cmd, capture_output=True, text=True, timeout=240, cwd=ROOT, env=env)
     assert out.returncode == 0, out.stderr[-3000:]

@@ -233,9 +233,9 @@ def test_ddp_processes_stop_together_and_resume(data: Path, tmp_path: Path) -> N
     support = Path(__file__).resolve().parents[1] / "_support"
     entry = tmp_path / "entry.py"
     entry.write_text(f"import sys\nsys.path.insert(0, {str(support)!r})\nimport learning_helpers\nfrom opflow.cli import main\nsys.exit(main(sys.argv[1:]))\n")
-    torchrun = Path(sys.executable).with_name("torchrun")
+    torchrun = [sys.executable, "-m", "torch.distributed.run"]  # as the workflow launches it (no torchrun script needed)
     env = {k: v for k, v in os.environ.items() if k != BUDGET_ENV} | {"OMP_NUM_THREADS": "1"}
-    cmd = [str(torchrun), "--standalone", "--nproc_per_node", "2", str(entry), "train", "--run-json", f"@{tmp_path / 'run.json'}",
+    cmd = [*torchrun, "--standalone", "--nproc_per_node", "2", str(entry), "train", "--run-json", f"@{tmp_path / 'run.json'}",
            "--data", str(data), "--out-dir", str(tmp_path / "ddp"), "--threads", "1", "--no-progress"]
     root = Path(__file__).resolve().parents[2]
     out = subprocess.run([*cmd, "--max-minutes-this-call", "0.0001"], capture_output=True, text=True, timeout=240, cwd=root, env=env)

@@ -73,6 +73,7 @@ def test_an_evaluation_only_dataset_cannot_be_trained() -> None:
         resolve_run(cfg, "lorenz63_b", "tno")
 
 
+@pytest.mark.fem  # rule all includes the FEM sources (meshed by gmsh while the DAG is built)
 def test_default_dag_of_the_protocol_results_resolves(tmp_path: Path) -> None:
     """The paper profile: the protocol results and `rule all` (the profile's targets) resolve."""
     run = snakemake(tmp_path, None, "all", *(f"results/{r}.json" for r in NEW_RESULTS), profile="default", extra=("-n",))

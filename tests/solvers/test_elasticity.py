@@ -33,6 +33,7 @@ from solvers.elasticity import (
     NewtonOptions,
     RivlinSaunders,
     on_line,
+    quadrature_points_per_cell,
     solve_cell,
 )
 from solvers.generate import write_shard
@@ -391,3 +392,13 @@ def test_a_mesh_larger_than_the_padding_is_a_clear_error() -> None:
 
 def test_mesh_spec_counts_match_the_ogrid() -> None:
     assert CellMeshSpec().fixed_counts() == (108, 504)
+
+
+@pytest.mark.parametrize("cell", ["triangle", "quadrilateral"])
+def test_quadrature_point_counts_equal_basix_without_importing_it(cell: str) -> None:
+    """The workflow sizes the ``qpoint`` dimension at load time, also where basix is not installed."""
+    import basix
+
+    for degree in range(41):
+        pts, _ = basix.make_quadrature(basix.CellType[cell], degree)
+        assert quadrature_points_per_cell(cell, degree) == pts.shape[0], (cell, degree)
