@@ -30,4 +30,5 @@ rm -rf "$tree"
 mkdir -p "$tree"
 cat "$dest"/state.tgz.part-* | tar -xzf - -C "$tree"
 echo "device_pull: $(ls "$dest"/state.tgz.part-* | wc -l) piece(s) in $dest; unpacked into $tree:"
-(cd "$tree" && ls -d results/* models/*/checkpoint.pt models/*/model.pt 2>/dev/null | sed 's/^/  /')
+(cd "$tree" && find . -path ./.device-tree -prune -o -type f \( -path '*/results/*.json' -o -path '*/models/*/checkpoint.pt' -o -path '*/models/*/model.pt' \) -print \
+    | sort | sed 's/^[.][/]/  /')

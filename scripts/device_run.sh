@@ -91,7 +91,9 @@ say "running (training budget $minutes min per job)"
 rc=$?
 say "snakemake exit $rc (log: logs/device/run.log)"
 # what the state holds, in the profile's root (. for the default profile, quick/ for the quick one, ...)
-mapfile -t keep < <(find . -path ./.snakemake -prune -o -path ./.device-state -prune -o -path "./$state_in" -prune -o -path ./.whl -prune -o -type f \( \
+src_dirs=(benchmarks opflow solvers meshes tests docs rules config scripts envs profiles .git .whl .release)
+prune=(); for d in "${src_dirs[@]}"; do prune+=(-path "./$d" -prune -o); done
+mapfile -t keep < <(find . "${prune[@]}" -path ./.snakemake -prune -o -path ./.device-state -prune -o -path ./.device-tree -prune -o -path "./$state_in" -prune -o -type f \( \
     -path '*/models/*/checkpoint.pt' -o -path '*/models/*/model.pt' -o -path '*/models/*/curves.*' \
     -o -path '*/models/*/train.log' -o -path '*/results/*.json' -o -path '*/results/*.png' \
     -o -path '*/logs/train/*' -o -path '*/logs/evaluate/*' -o -path './logs/device/*' \) -print | sort)

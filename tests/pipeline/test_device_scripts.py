@@ -9,11 +9,13 @@ whole cycle runs on the CPU on a tiny Lorenz-63 target whose 2 epochs need two c
 from __future__ import annotations
 
 import ast
+import io
 import json
 import os
 import re
 import subprocess
 import sys
+import tarfile
 from pathlib import Path
 
 import yaml
@@ -64,6 +66,11 @@ def test_a_budget_stopped_training_is_carried_back_and_resumed(tmp_path: Path) -
     assert not (tmp_path / "machine1" / TARGET).exists()
     parts = sorted((tmp_path / "out1").glob("state.tgz.part-*"))
     assert parts and all(p.stat().st_size <= 15 * 2**20 for p in parts)
+    with tarfile.open(fileobj=io.BytesIO(b"".join(p.read_bytes() for p in parts))) as tar:
+        members = tar.getnames()
+    assert "./out/models/lorenz_tiny_tno/checkpoint.pt" in members
+    assert all(m.startswith(("./out/models/", "./out/results/", "./out/logs/train/", "./out/logs/evaluate/", "./logs/device/")) for m in members), members
+    assert not any("/data/" in m for m in members)  # datasets are regenerated, never carried
     pulled = _pull(tmp_path / "out1", state)
     assert pulled.returncode == 0, pulled.stderr
     tree = state.parent / ".device-tree"
