@@ -68,7 +68,7 @@ from .base import OperatorModel, register
 from .fno import as_modes
 from .layers import FeedForward, SpectralConv
 from .layers.attention import softmax_attention
-from .transformer import check_batch, grid_of, is_self_query
+from .transformer import check_batch, grid_of, require_full_grid
 
 
 # ----------------------------------------------------------------------------------------------
@@ -252,10 +252,7 @@ class PatchOperator(OperatorModel):
         grid_shape: tuple[int, ...] | None = None,
     ) -> Tensor:
         check_batch(self, coords, inputs, query, mask)
-        if not is_self_query(coords, query):
-            raise ValueError(f"{self.arch} predicts at its input grid points: query must be None or equal to coords")
-        if mask is not None and not bool(mask.all()):
-            raise ValueError(f"{self.arch} needs every grid point: the mask has padded points")
+        require_full_grid(self.arch, coords, query, mask)
         B, N, _ = inputs.shape
         grid = self.grid_of(N, grid_shape)
         self.patch_layout(grid)  # the divisibility check, with its error message

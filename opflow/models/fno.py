@@ -45,7 +45,7 @@ from opflow.data.errors import ConfigError
 
 from .base import OperatorModel, register
 from .layers import SpectralConv, activation
-from .transformer import check_batch, grid_of, is_self_query
+from .transformer import check_batch, grid_of, require_full_grid
 
 
 def as_modes(modes: int | Sequence[int], ndim: int) -> tuple[int, ...]:
@@ -113,10 +113,7 @@ class FNO(OperatorModel):
         grid_shape: tuple[int, ...] | None = None,
     ) -> Tensor:
         check_batch(self, coords, inputs, query, mask)
-        if not is_self_query(coords, query):
-            raise ValueError("fno predicts at its input grid points: query must be None or equal to coords")
-        if mask is not None and not bool(mask.all()):
-            raise ValueError("fno needs every grid point: the mask has padded points (use a point-cloud model for meshes)")
+        require_full_grid("fno", coords, query, mask)
         b, n, _ = inputs.shape
         grid = self.grid_of(n, grid_shape)
         v = self.lift(torch.cat([inputs, coords.to(inputs.dtype)], -1))  # (B, N, w)

@@ -72,6 +72,15 @@ def is_self_query(coords: Tensor, query: Tensor | None) -> bool:
     return query is None or query is coords or (query.shape == coords.shape and torch.equal(query, coords))
 
 
+def require_full_grid(arch: str, coords: Tensor, query: Tensor | None, mask: Tensor | None) -> None:
+    """Raise ``ValueError`` unless the batch is whole grids answered at their own points: the grid-only
+    models (FNO, ViTNO, FANO) have no query decoder and no masked points."""
+    if not is_self_query(coords, query):
+        raise ValueError(f"{arch} predicts at its input grid points: query must be None or equal to coords")
+    if mask is not None and not bool(mask.all()):
+        raise ValueError(f"{arch} needs every grid point: the mask has padded points (use a point-cloud model for meshes)")
+
+
 @register("linear_transformer")
 class LinearTransformer(OperatorModel):
     """Encoder MLP + ``n_layers`` pre-LN transformer blocks + MLP decoder (see module docstring).

@@ -77,6 +77,28 @@ def grid_dataset(path: Path, n_train: int = 12, n_test: int = 4, s: int = 16, se
     return write_dataset(path, v, attrs)
 
 
+def cloud_dataset(path: Path, counts: list[int], n_test: int = 1, code: bool = False) -> Path:
+    """Point clouds of ``counts`` points each (padded storage, ``node_count``), output ``u = sin 3x + y``;
+    with ``code`` a 2-value per-sample global input ``code``. Equal counts make a uniform split."""
+    rng = np.random.default_rng(0)
+    n, pad = len(counts), max(counts)
+    xs, ys, us = (np.zeros((n, pad)) for _ in range(3))
+    for i, c in enumerate(counts):
+        xs[i, :c], ys[i, :c] = rng.uniform(0, 1, c), rng.uniform(0, 1, c)
+        us[i, :c] = np.sin(3 * xs[i, :c]) + ys[i, :c]
+    v = {
+        "sample_index": Variable(("sample",), np.arange(n)),
+        "split": split_variable(np.array([0] * (n - n_test) + [1] * n_test, np.int8)),
+        "node_count": Variable(("sample",), np.array(counts, np.int32), {"role": "auxiliary"}),
+        "node_x": Variable(("sample", "node"), xs, {"role": "coordinate", "units": "1", "long_name": "x"}),
+        "node_y": Variable(("sample", "node"), ys, {"role": "coordinate", "units": "1", "long_name": "y"}),
+        "u": Variable(("sample", "node"), us, {"role": "output", "units": "1", "long_name": "u"}),
+    }
+    if code:
+        v["code"] = Variable(("sample", "k"), rng.uniform(0, 1, (n, 2)), {"role": "input", "units": "1", "long_name": "code"})
+    return write_dataset(path, v, provenance_attrs("test-cloud", {}, 0))
+
+
 def tiny_config(epochs: int = 3, **training) -> dict:
     """A workflow config with one dataset and the tiny model (paths filled in by the tests)."""
     return {
@@ -84,3 +106,20 @@ def tiny_config(epochs: int = 3, **training) -> dict:
         "models": {"mlp": {"arch": TEST_ARCH, "width": 16}},
         "training": {"epochs": epochs, "batch_size": 4, "seed": 0, "device": "cpu", "threads": 1, **training},
     }
+
+
+#: a tiny ONO for the training tests
+ONO_TINY = {"arch": "ono", "width": 16, "n_layers": 2, "ortho_dim": 4, "n_heads": 2}
+
+
+def toy_run(data: Path, model: str = "mlp", dropout: float | None = None, **training) -> dict:
+    """The resolved run of ``model`` (the tiny ``mlp`` or :data:`ONO_TINY`) on the toy dataset file ``data``;
+    ``dropout`` sets the mlp's (a random stream a resumed or device-fed run must reproduce)."""
+    from opflow.config import resolve_run
+
+    cfg = tiny_config(**training)
+    cfg["models"]["ono"] = ONO_TINY
+    run = resolve_run(cfg, "toy", model, str(data))
+    if dropout is not None:
+        run["model_config"]["dropout"] = dropout
+    return run

@@ -13,18 +13,17 @@ from pathlib import Path
 import pytest
 import torch
 
-from opflow.config import deep_merge, resolve_run
+from opflow.config import deep_merge
 from opflow.data.torch_data import GridDataset
 from opflow.inference import load_model
 from opflow.records import ModelRecord
 from opflow.runtime import FolderBusyError
 from opflow.train import CHECKPOINT_NAME, LOG_NAME, RunMismatchError, train
 
-from learning_helpers import grid_dataset, tiny_config
+from learning_helpers import grid_dataset, toy_run
 
 HERE = Path(__file__).resolve().parents[1] / "_support"  # where learning_helpers lives
 ROOT = Path(__file__).resolve().parents[2]
-ONO_TINY = {"arch": "ono", "width": 16, "n_layers": 2, "ortho_dim": 4, "n_heads": 2}
 
 
 @pytest.fixture(scope="module")
@@ -33,9 +32,7 @@ def data(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def run_of(data: Path, model: str = "mlp", **training) -> dict:
-    cfg = tiny_config(**training)
-    cfg["models"]["ono"] = ONO_TINY
-    return resolve_run(cfg, "toy", model, str(data))
+    return toy_run(data, model, **training)
 
 
 def test_training_reduces_the_loss_and_writes_model_and_curves(data: Path, tmp_path: Path) -> None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -19,12 +20,11 @@ import torch
 
 import opflow.train
 from opflow.cli import main
-from opflow.config import resolve_run
 from opflow.data.errors import ConfigError
 from opflow.inference import load_model
 from opflow.train import BUDGET_ENV, CHECKPOINT_NAME, EX_TEMPFAIL, LOG_NAME, Trainer, budget_seconds, train
 
-from learning_helpers import grid_dataset, tiny_config
+from learning_helpers import grid_dataset, toy_run
 
 EPOCH_S = 60.0
 
@@ -63,9 +63,7 @@ def data(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def run_of(data: Path, **training) -> dict:
-    run = resolve_run(tiny_config(**training), "toy", "mlp", str(data))
-    run["model_config"]["dropout"] = 0.2  # the RNG state must survive the stop too
-    return run
+    return toy_run(data, dropout=0.2, **training)  # dropout: the RNG state must survive the stop too
 
 
 def weights(path: Path) -> dict[str, torch.Tensor]:
@@ -220,11 +218,12 @@ def test_the_train_help_explains_the_budget_and_exit_status(capsys: pytest.Captu
 
 
 def test_ddp_processes_stop_together_and_resume(data: Path, tmp_path: Path) -> None:
-    """Under torchrun the processes agree on the stop (one all-reduce per epoch): every worker exits 75
-    after the same epoch, rank 0 writes the checkpoint and the one log line, and the rerun finishes.
+    """Under torchrun the processes agree on the stop (one all-reduce per epoch): the workers stop after the
+    same epoch with status 75, rank 0 writes the checkpoint and the one log line, and the rerun finishes.
 
     A budget of 0.0001 minutes (6 ms) makes the stop certain after the first epoch of each call
-    whatever the machine's speed. torchrun itself reports a failed worker with its own status 1.
+    whatever the machine's speed. torchrun itself reports a failed worker with its own status 1. A rank
+    that stopped at another epoch would leave the other waiting in the all-reduce: the call would hang.
     """
     run = run_of(data, epochs=2, lr=1e-2)
     run["model_config"]["dropout"] = 0.0
@@ -239,7 +238,10 @@ def test_ddp_processes_stop_together_and_resume(data: Path, tmp_path: Path) -> N
            "--data", str(data), "--out-dir", str(tmp_path / "ddp"), "--threads", "1", "--no-progress"]
     root = Path(__file__).resolve().parents[2]
     out = subprocess.run([*cmd, "--max-minutes-this-call", "0.0001"], capture_output=True, text=True, timeout=240, cwd=root, env=env)
-    assert out.returncode != 0 and out.stderr.count("exitcode  : 75") == 2, out.stderr[-3000:]
+    # torchrun lists each failed worker; one that exits 75 first may get its sibling terminated (SIGTERM, -15) in
+    # its last moments: all files are written before the final barrier, so either code is a clean stop
+    codes = [int(c) for c in re.findall(r"exitcode\s*:\s*(-?\d+)", out.stderr)]
+    assert out.returncode != 0 and 75 in codes and set(codes) <= {75, -15}, out.stderr[-3000:]
     assert torch.load(tmp_path / "ddp" / CHECKPOINT_NAME, weights_only=False)["epoch"] == 1
     assert (tmp_path / "ddp" / LOG_NAME).read_text().count("stopped after epoch 1 of 2 within the 0.0001-minute budget") == 1
     out = subprocess.run(cmd, capture_output=True, text=True, timeout=240, cwd=root, env=env)

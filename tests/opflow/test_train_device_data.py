@@ -5,7 +5,6 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import numpy as np
 import pytest
 import torch
 
@@ -13,14 +12,11 @@ import opflow.train
 from opflow.config import OPERATIONAL_KEYS, TrainConfig, deep_merge, resolve_run
 from opflow.data.device_batches import DeviceBatches
 from opflow.data.errors import ConfigError
-from opflow.data.format import Variable, split_variable, write_dataset
-from opflow.data.provenance import provenance_attrs
 from opflow.inference import load_model
 from opflow.train import CHECKPOINT_NAME, LOG_NAME, Trainer, train
 
-from learning_helpers import grid_dataset, tiny_config
+from learning_helpers import cloud_dataset, grid_dataset, tiny_config, toy_run
 
-ONO_TINY = {"arch": "ono", "width": 16, "n_layers": 2, "ortho_dim": 4, "n_heads": 2}
 
 
 @pytest.fixture(scope="module")
@@ -29,31 +25,7 @@ def data(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def run_of(data: Path, model: str = "mlp", **training) -> dict:
-    cfg = tiny_config(**training)
-    cfg["models"]["ono"] = ONO_TINY
-    run = resolve_run(cfg, "toy", model, str(data))
-    if model == "mlp":
-        run["model_config"]["dropout"] = 0.2
-    return run
-
-
-def ragged_file(path: Path, counts: list[int], n_test: int = 2) -> Path:
-    """Point clouds of ``counts`` points (padded storage): the mesh view pads each batch itself."""
-    rng = np.random.default_rng(0)
-    n, pad = len(counts), max(counts)
-    xs, ys, us = (np.zeros((n, pad)) for _ in range(3))
-    for i, c in enumerate(counts):
-        xs[i, :c], ys[i, :c] = rng.uniform(0, 1, c), rng.uniform(0, 1, c)
-        us[i, :c] = np.sin(3 * xs[i, :c]) + ys[i, :c]
-    v = {
-        "sample_index": Variable(("sample",), np.arange(n)),
-        "split": split_variable(np.array([0] * (n - n_test) + [1] * n_test, np.int8)),
-        "node_count": Variable(("sample",), np.array(counts, np.int32), {"role": "auxiliary"}),
-        "node_x": Variable(("sample", "node"), xs, {"role": "coordinate", "units": "1", "long_name": "x"}),
-        "node_y": Variable(("sample", "node"), ys, {"role": "coordinate", "units": "1", "long_name": "y"}),
-        "u": Variable(("sample", "node"), us, {"role": "output", "units": "1", "long_name": "u"}),
-    }
-    return write_dataset(path, v, provenance_attrs("test-ragged", {}, 0))
+    return toy_run(data, model, dropout=0.2 if model == "mlp" else None, **training)
 
 
 def ragged_run(path: Path, **training) -> dict:
@@ -119,7 +91,7 @@ def test_the_key_does_not_change_the_run_hash_and_bad_values_are_named() -> None
 
 
 def test_ragged_data_true_is_refused_naming_the_key_auto_uses_the_loader(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    f = ragged_file(tmp_path / "r.nc", [5, 7, 5, 6, 5, 5, 6, 6])
+    f = cloud_dataset(tmp_path / "r.nc", [5, 7, 5, 6, 5, 5, 6, 6], n_test=2)
     with pytest.raises(ConfigError, match=r"^training\.data_on_device: true, but the training split cannot be held on the device: .*item 1.*"
                                           r"padded per batch.*set training\.data_on_device: auto or false"):
         train(ragged_run(f, data_on_device=True), f, tmp_path / "true", progress=False)

@@ -16,32 +16,12 @@ from opflow.data.provenance import provenance_attrs
 from opflow.data.torch_data import collate, make_loader
 from opflow.data.views import make_dataset
 
-from learning_helpers import grid_dataset
+from learning_helpers import cloud_dataset, grid_dataset
 
 
 @pytest.fixture(scope="module")
 def toy(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return grid_dataset(tmp_path_factory.mktemp("d") / "toy.nc", n_train=11, n_test=3, s=8)
-
-
-def cloud_file(path: Path, counts: list[int], n_test: int = 1) -> Path:
-    """Point clouds with ``counts`` points each (padded storage) and a 2-value global per sample."""
-    rng = np.random.default_rng(0)
-    n, pad = len(counts), max(counts)
-    xs, ys, us = (np.zeros((n, pad)) for _ in range(3))
-    for i, c in enumerate(counts):
-        xs[i, :c], ys[i, :c] = rng.uniform(0, 1, c), rng.uniform(0, 1, c)
-        us[i, :c] = np.sin(3 * xs[i, :c]) + ys[i, :c]
-    v = {
-        "sample_index": Variable(("sample",), np.arange(n)),
-        "split": split_variable(np.array([0] * (n - n_test) + [1] * n_test, np.int8)),
-        "node_count": Variable(("sample",), np.array(counts, np.int32), {"role": "auxiliary"}),
-        "node_x": Variable(("sample", "node"), xs, {"role": "coordinate", "units": "1", "long_name": "x"}),
-        "node_y": Variable(("sample", "node"), ys, {"role": "coordinate", "units": "1", "long_name": "y"}),
-        "code": Variable(("sample", "k"), rng.uniform(0, 1, (n, 2)), {"role": "input", "units": "1", "long_name": "code"}),
-        "u": Variable(("sample", "node"), us, {"role": "output", "units": "1", "long_name": "u"}),
-    }
-    return write_dataset(path, v, provenance_attrs("test-cloud", {}, 0))
 
 
 def traj_file(path: Path, n: int = 6, frames: int = 7, s: int = 6) -> Path:
@@ -132,7 +112,7 @@ def test_window_pairs_and_points_with_globals_equal_the_loaders(tmp_path: Path, 
     monkeypatch.setattr(device_batches, "BUILD_CHUNK", 5)  # several build chunks, the last one short
     traj = traj_file(tmp_path / "t.nc")
     window = make_dataset(traj, "train", None, {"kind": "window", "history": 2, "frames": [0, 6]}, purpose="train")
-    cloud = make_dataset(cloud_file(tmp_path / "c.nc", [7] * 9), "train", {"outputs": ["u"]}, "auto", purpose="train")
+    cloud = make_dataset(cloud_dataset(tmp_path / "c.nc", [7] * 9, code=True), "train", {"outputs": ["u"]}, "auto", purpose="train")
     assert len(window) == 4 * 5 and cloud.global_channels == 2
     for ds in (window, cloud):
         assert uniform_reason(ds) is None
@@ -149,7 +129,7 @@ def test_window_pairs_and_points_with_globals_equal_the_loaders(tmp_path: Path, 
 
 
 def test_ragged_splits_are_refused_with_the_reason(tmp_path: Path) -> None:
-    ds = make_dataset(cloud_file(tmp_path / "r.nc", [5, 5, 7, 5]), "train", {"outputs": ["u"]}, "auto", purpose="train")
+    ds = make_dataset(cloud_dataset(tmp_path / "r.nc", [5, 5, 7, 5], code=True), "train", {"outputs": ["u"]}, "auto", purpose="train")
     why = uniform_reason(ds)
     assert why is not None and "item 2" in why and "[7, 2]" in why and "padded per batch" in why
     _, sampler, _ = make_loader(ds, 2, shuffle=True)

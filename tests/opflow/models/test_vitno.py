@@ -94,3 +94,20 @@ def test_paper_configuration_parameter_count():
     lift = 2 * 3 * 128 * 12 * 12 * 2
     layer = 4 * (128 * 128 + 128) + 2 * (128 * 128 + 128) + 4 * 128
     assert count_parameters(model) == lift + 6 * layer + 129 + 2 * 64 * 64 * 2 == 835201
+
+
+@pytest.mark.parametrize("arch", ["vitno", "fano"])
+def test_grid_models_refuse_other_query_points_and_padded_points(arch: str) -> None:
+    """ViTNO and FANO answer at their own grid points only, and need every grid point (no mesh padding)."""
+    model = small(arch, patches_per_side=4)
+    c = periodic_grid(16)
+    a = smooth(c)
+    full = model(c, a, grid_shape=(16, 16))
+    assert torch.equal(model(c, a, query=c.clone(), grid_shape=(16, 16)), full)
+    assert torch.equal(model(c, a, mask=torch.ones(c.shape[:2], dtype=torch.bool), grid_shape=(16, 16)), full)
+    with pytest.raises(ValueError, match=f"{arch} predicts at its input grid points"):
+        model(c, a, query=c[:, :10], grid_shape=(16, 16))
+    mask = torch.ones(c.shape[:2], dtype=torch.bool)
+    mask[:, -3:] = False
+    with pytest.raises(ValueError, match=f"{arch} needs every grid point"):
+        model(c, a, mask=mask, grid_shape=(16, 16))
