@@ -6,7 +6,8 @@
 # So one command here:
 #   1. installs the carried wheels (.whl/, made by scripts/device_wheels.sh) into a temporary folder;
 #   2. makes the targets' datasets with the project's numpy/torch solvers (Snakemake, every core; `--omit-from
-#      train`): regenerating a grid dataset there takes seconds, carrying it would take the 64 MiB;
+#      train`): the Darcy source took 2 min 6 s on 2 cores (about 1 min on 16, estimated), and most derived
+#      files are over the 64 MiB carried per command (darcy43/r421.nc 515 MB), see docs/gpu.md;
 #   3. unpacks the state of earlier commands (.device-state/state.tgz.part-*: checkpoints, finished models,
 #      curves, logs, results), with the current time as modification time, so that Snakemake sees the restored
 #      models as newer than the regenerated data and does not retrain them;
@@ -35,7 +36,7 @@ while [[ $# -gt 0 ]]; do
         --state) state_in="$2"; shift 2 ;;
         --wheels) wheels="$2"; shift 2 ;;
         --) shift; break ;;
-        -h|--help) sed -n '2,30p' "$0"; exit 0 ;;
+        -h|--help) awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "$0"; exit 0 ;;
         *) break ;;
     esac
 done

@@ -132,3 +132,10 @@ def test_the_test_files_left_out_on_the_gpu_machine_are_those_importing_the_fem_
     importing = {str(p.relative_to(ROOT)) for p in (ROOT / "tests").rglob("test_*.py") if _imports_fem_stack(p)}
     assert importing <= listed, importing - listed
     assert '-m "not fem"' in script  # the tests that need the stack only at run time carry the fem marker
+
+
+def test_help_prints_the_usage_header_and_nothing_of_the_code() -> None:
+    done = subprocess.run([str(SCRIPTS / "device_run.sh"), "--help"], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0
+    assert "Usage" in done.stdout and "--minutes M" in done.stdout
+    assert "set -uo" not in done.stdout and not any(line.startswith("#") for line in done.stdout.splitlines())
