@@ -1,7 +1,8 @@
 """Helpers shared by the benchmark scripts in ``benchmarks/``.
 
 Package versions, the load average, median/min/max summaries, the ``machine`` block of the result
-JSON, the creation time stamp and the one atomic JSON writer. Several scripts pin the BLAS/OpenMP
+JSON, the creation time stamp, the one atomic JSON writer and the one grammar of the speed
+benchmarks' ``--variants`` (:func:`parse_variant`). Several scripts pin the BLAS/OpenMP
 thread counts in ``os.environ`` before numpy is first imported, and import this module in between:
 it therefore imports only the standard library at module level (numpy is imported inside
 :func:`summary`).
@@ -19,7 +20,7 @@ from typing import Any
 
 from opflow.atomic import atomic_write_text
 
-__all__ = ["loadavg", "machine", "summary", "timed_repeats", "utc_timestamp", "versions", "write_json_atomic"]
+__all__ = ["loadavg", "machine", "parse_variant", "summary", "timed_repeats", "utc_timestamp", "versions", "write_json_atomic"]
 
 
 def versions(*packages: str, missing: str | None = "not installed") -> dict[str, str]:
@@ -95,3 +96,24 @@ def write_json_atomic(path: str | os.PathLike[str], obj: Any, *, indent: int = 2
     new one, never a partial one.
     """
     atomic_write_text(path, json.dumps(obj, indent=indent) + "\n")
+
+
+#: every token of a speed variant: one precision, torch.compile, the training data held on the device
+VARIANT_TOKENS = ("fp32", "bf16", "compile", "ondevice")
+
+
+def parse_variant(name: str, tokens: Sequence[str] = VARIANT_TOKENS) -> dict[str, Any]:
+    """``"bf16+compile+ondevice"`` -> ``{"precision": "bf16", "compile": True, "data_on_device": True}``.
+
+    Tokens of ``tokens`` joined by ``+``, each once, at most one precision (``fp32`` or ``bf16``; none =
+    fp32); ValueError naming the bad entry and the tokens otherwise. A benchmark that cannot switch
+    something passes the tokens it can (``benchmarks/ono_official.py`` has no ``ondevice``).
+    """
+    toks = [t for t in name.strip().split("+") if t]
+    bad = [t for t in toks if t not in tokens]
+    if bad or not toks or len(set(toks)) != len(toks):
+        raise ValueError(f"--variants: {name!r} is not a variant; join the tokens {list(tokens)} with '+', each once (e.g. bf16+compile)")
+    precs = [t for t in toks if t in ("fp32", "bf16")]
+    if len(precs) > 1:
+        raise ValueError(f"--variants: {name!r} names two precisions; use fp32 or bf16")
+    return {"precision": precs[0] if precs else "fp32", "compile": "compile" in toks, "data_on_device": "ondevice" in toks}

@@ -57,7 +57,7 @@ import types
 from pathlib import Path
 from typing import Any
 
-from benchmarks.common import loadavg, machine, utc_timestamp, versions, write_json_atomic
+from benchmarks.common import loadavg, machine, parse_variant, utc_timestamp, versions, write_json_atomic
 
 
 def load_release(release_dir: Path, pythonpath: list[str]) -> types.ModuleType:
@@ -186,15 +186,13 @@ VARIANT_TOKENS = ("fp32", "bf16", "compile")
 
 
 def parse_variants(text: str) -> list[str]:
-    """Canonical names of ``--variants`` (``fp32``, ``bf16``, ``compile`` = fp32 compiled, ``bf16+compile``);
-    ValueError naming the bad entry."""
+    """Canonical names of ``--variants`` (``fp32``, ``bf16``, ``compile`` = fp32 compiled, ``bf16+compile``),
+    duplicates dropped, order kept; ValueError naming the bad entry (the grammar of
+    :func:`benchmarks.common.parse_variant`, without ``ondevice``: this benchmark feeds its own batches)."""
     out = []
     for item in filter(None, (t.strip() for t in text.split(","))):
-        toks = item.split("+")
-        if any(t not in VARIANT_TOKENS for t in toks) or len(set(toks)) != len(toks) or {"fp32", "bf16"} <= set(toks):
-            raise ValueError(f"--variants: {item!r} is not a variant; use fp32, bf16, compile or bf16+compile (tokens {list(VARIANT_TOKENS)})")
-        name = "+".join([*(["bf16"] if "bf16" in toks else []), *(["compile"] if "compile" in toks else [])]) or "fp32"
-        out.append(name)
+        v = parse_variant(item, VARIANT_TOKENS)
+        out.append("+".join([*(["bf16"] if v["precision"] == "bf16" else []), *(["compile"] if v["compile"] else [])]) or "fp32")
     if not out:
         raise ValueError("--variants: empty; e.g. fp32,bf16,compile")
     return list(dict.fromkeys(out))
@@ -521,14 +519,17 @@ SMOKE_MODEL = {"n_layers": 1, "num_landmarks": 32}
 
 
 def _device(spec: str) -> Any:
-    """``--device``: auto (cuda when torch sees one, else cpu), cpu, cuda, cuda:N."""
+    """``--device``: auto (cuda when torch sees one, else cpu), cpu, cuda, cuda:N (``opflow.runtime.choose_device``;
+    the release runs on the CPU and CUDA only)."""
     import torch
 
-    if spec == "auto":
-        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    dev = torch.device(spec)
-    if dev.type == "cuda" and not torch.cuda.is_available():
-        raise SystemExit(f"ono_official: --device {spec}: torch sees no CUDA device here; use --device cpu or auto")
+    from opflow.data.errors import ConfigError
+    from opflow.runtime import choose_device
+
+    try:
+        dev = choose_device(spec) if spec != "auto" else torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    except ConfigError as e:
+        raise SystemExit(f"ono_official: --{e}") from None
     if dev.type not in ("cpu", "cuda"):
         raise SystemExit(f"ono_official: --device {spec}: use auto, cpu, cuda or cuda:N")
     return dev

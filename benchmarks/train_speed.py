@@ -69,7 +69,8 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from benchmarks.common import loadavg, machine, summary, utc_timestamp, versions, write_json_atomic
+from benchmarks.common import VARIANT_TOKENS as TOKENS
+from benchmarks.common import loadavg, machine, parse_variant, summary, utc_timestamp, versions, write_json_atomic
 
 ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_OUT = "benchmarks/results/train_speed_{device}.json"
@@ -77,7 +78,6 @@ DEFAULT_OUT = "benchmarks/results/train_speed_{device}.json"
 #: the issue's target for ONO on the paper's Darcy set: 500 epochs in 20 minutes
 TARGET_EPOCH_S = 2.4
 
-TOKENS = ("fp32", "bf16", "compile", "ondevice")
 #: the variants of ``--variants all``, in the order they run (the fp32 DataLoader baseline first)
 ALL_VARIANTS = tuple(
     "+".join([p, *(["compile"] if c else []), *(["ondevice"] if d else [])])
@@ -93,22 +93,6 @@ SMOKE_TRAINING = {"batch_size": 4}
 
 
 # --------------------------------------------------------------------------- variants
-
-
-def parse_variant(name: str) -> dict[str, Any]:
-    """``"bf16+compile+ondevice"`` -> ``{"precision": "bf16", "compile": True, "data_on_device": True}``.
-
-    Exactly one precision token (``fp32`` or ``bf16``; none = fp32), each token once; ValueError
-    naming the bad token otherwise.
-    """
-    toks = [t for t in name.strip().split("+") if t]
-    bad = [t for t in toks if t not in TOKENS]
-    if bad or not toks or len(set(toks)) != len(toks):
-        raise ValueError(f"--variants: {name!r} is not a variant; join the tokens {list(TOKENS)} with '+', each once (e.g. bf16+compile)")
-    precs = [t for t in toks if t in ("fp32", "bf16")]
-    if len(precs) > 1:
-        raise ValueError(f"--variants: {name!r} names two precisions; use fp32 or bf16")
-    return {"precision": precs[0] if precs else "fp32", "compile": "compile" in toks, "data_on_device": "ondevice" in toks}
 
 
 def variant_name(v: Mapping[str, Any]) -> str:

@@ -25,9 +25,19 @@ torch = pytest.importorskip("torch")
 def test_ono_official_variants_are_canonical_and_bad_ones_are_named():
     assert ono_official.parse_variants("fp32,bf16,compile") == ["fp32", "bf16", "compile"]
     assert ono_official.parse_variants("compile+bf16, fp32+compile,bf16+compile") == ["bf16+compile", "compile"]
-    for bad in ("fp16", "bf16+fp32", "compile+compile", ""):
+    for bad in ("fp16", "bf16+fp32", "compile+compile", "", "fp32+ondevice"):
         with pytest.raises(ValueError, match="--variants"):
             ono_official.parse_variants(bad)
+
+
+def test_ono_official_device_is_cpu_or_cuda_and_a_missing_gpu_is_named():
+    assert ono_official._device("cpu") == torch.device("cpu")
+    assert ono_official._device("auto").type == ("cuda" if torch.cuda.is_available() else "cpu")
+    with pytest.raises(SystemExit, match="--device"):
+        ono_official._device("tpu")
+    if not torch.cuda.is_available():
+        with pytest.raises(SystemExit, match="--device: 'cuda' asked for but torch sees no CUDA device"):
+            ono_official._device("cuda")
 
 
 def test_ono_official_gpu_variants_are_skipped_on_a_cpu_with_the_reason():
