@@ -690,16 +690,11 @@ class Trainer:
             self.epoch(epoch)
             done = epoch + 1
             if done % cfg.checkpoint_every == 0 or done == stop_at:
-                self.save_checkpoint(done)
-                saved = done
-                if info.is_main:
-                    write_curves(self.curves, self.out_dir)
+                saved = self._checkpoint_with_curves(done)
             barrier(info)
             longest = max(longest, _now() - t0)
         if stopped_by is not None and saved != done:  # checkpoint_every > 1: the stop still leaves one
-            self.save_checkpoint(done)
-            if info.is_main:
-                write_curves(self.curves, self.out_dir)
+            self._checkpoint_with_curves(done)
             barrier(info)
 
         stop_at = done
@@ -727,6 +722,13 @@ class Trainer:
         return TrainResult(
             complete, stop_at, self.model_path if complete else None, self.ckpt_path, self.curves, self.train_time, resumed_from, stopped_by, message
         )
+
+    def _checkpoint_with_curves(self, epochs_done: int) -> int:
+        """:meth:`save_checkpoint`, then the curves so far (rank 0); returns ``epochs_done``."""
+        self.save_checkpoint(epochs_done)
+        if self.info.is_main:
+            write_curves(self.curves, self.out_dir)
+        return epochs_done
 
     def save_checkpoint(self, epochs_done: int) -> None:
         """Replace ``checkpoint.pt`` atomically (the RNG states of every process, written by rank 0)."""
