@@ -86,18 +86,8 @@ def uniform_reason(dataset: Dataset) -> str | None:
 
 def item_nbytes(dataset: Dataset) -> int:
     """Bytes the collated split takes (items x the tensor bytes of item 0; uniform splits only)."""
-
-    def nbytes(v: Any) -> int:
-        if isinstance(v, torch.Tensor):
-            return v.numel() * v.element_size()
-        if isinstance(v, Mapping):
-            return sum(nbytes(x) for x in v.values())
-        if isinstance(v, list | tuple):
-            return sum(nbytes(x) for x in v)
-        return 0
-
     n = len(dataset)  # type: ignore[arg-type]
-    return n * nbytes(dataset[0]) if n else 0
+    return n * _tensor_bytes(dataset[0]) if n else 0
 
 
 def _map(value: Any, fn: Callable[[torch.Tensor], Any]) -> Any:
@@ -119,6 +109,11 @@ def _leaves(value: Any, prefix: str = "") -> Iterator[tuple[str, Any]]:
             yield from _leaves(v, f"{prefix}{i}.")
     else:
         yield prefix[:-1], value
+
+
+def _tensor_bytes(value: Any) -> int:
+    """Bytes of the tensors in a (nested dict / list) batch or item."""
+    return sum(v.numel() * v.element_size() for _, v in _leaves(value) if isinstance(v, torch.Tensor))
 
 
 class DeviceBatches:
@@ -187,7 +182,7 @@ class DeviceBatches:
     @property
     def nbytes(self) -> int:
         """Bytes of the tensors held on the device."""
-        return sum(v.numel() * v.element_size() for _, v in _leaves(self.data) if isinstance(v, torch.Tensor))
+        return _tensor_bytes(self.data)
 
     def epoch_indices(self) -> list[list[int]]:
         """This epoch's batches as sample indices: ``list(sampler)`` in chunks of the batch size."""
