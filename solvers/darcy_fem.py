@@ -661,33 +661,27 @@ class DarcyFEMGenerator(Generator):
             return path
         from meshes.domains import cached_mesh
 
-        if serial:
+        def attempt() -> tuple[str | None, str | None, str | None]:
+            """Meshing's outcome as (path, error, missing module), raised below: after the broadcast under MPI."""
             try:
-                return cached_mesh(p.domain, mesh_size=p.effective_mesh_size, **p.domain_options())
+                return str(cached_mesh(p.domain, mesh_size=p.effective_mesh_size, **p.domain_options())), None, None
             except ModuleNotFoundError as e:  # gmsh absent (the GPU machines): not a config error
-                raise MissingStackError(self._no_gmsh(e.name)) from None
+                return None, None, e.name or "gmsh"
             except Exception as e:
-                raise ConfigError(f"meshing domain {p.domain!r} failed: {e}") from None
-        path, error, missing = None, None, None
-        if self.comm.rank == 0:  # mesh once; the other ranks wait for the file (or the error)
-            try:
-                path = str(cached_mesh(p.domain, mesh_size=p.effective_mesh_size, **p.domain_options()))
-            except ModuleNotFoundError as e:
-                missing = e.name
-            except Exception as e:
-                error = f"meshing domain {p.domain!r} failed: {e}"
-        path, error, missing = self.comm.bcast((path, error, missing), root=0)
+                return None, f"meshing domain {p.domain!r} failed: {e}", None
+
+        if serial:
+            path, error, missing = attempt()
+        else:  # mesh once on rank 0; the other ranks wait for the file (or the error)
+            path, error, missing = self.comm.bcast(attempt() if self.comm.rank == 0 else None, root=0)
         if missing is not None:
-            raise MissingStackError(self._no_gmsh(missing))
+            raise MissingStackError(
+                f"meshing domain {p.domain!r} needs the module {missing!r}, which is not installed here; "
+                "make this dataset on a machine with the FEM stack (make setup installs it) and carry the file"
+            )
         if error is not None:
             raise ConfigError(error)
         return Path(path)
-
-    def _no_gmsh(self, module: str | None) -> str:
-        return (
-            f"meshing domain {self.params.domain!r} needs the module {module or 'gmsh'!r}, which is not installed here; "
-            "make this dataset on a machine with the FEM stack (make setup installs it) and carry the file"
-        )
 
     def layout(self) -> dict[str, Any]:
         """Global mesh layout in input order (node coordinates, counter-clockwise cells), the
