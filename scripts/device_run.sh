@@ -56,13 +56,9 @@ t0=$SECONDS
 say() { printf '[device_run %4ds] %s\n' "$((SECONDS - t0))" "$*"; }
 
 # 1. wheels
-if compgen -G "$wheels/*.whl" >/dev/null; then
-    site="${TMPDIR:-/tmp}/opflow-site"
-    "$py" -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target "$site" "$wheels"/*.whl \
-        || { echo "device_run: installing the carried wheels failed" >&2; exit 2; }
-    export PYTHONPATH="$site${PYTHONPATH:+:$PYTHONPATH}"
-    say "installed $(ls "$wheels"/*.whl | wc -l) carried wheels"
-fi
+source "$root/scripts/device_env.sh"
+device_install_wheels "$wheels" device_run || exit 2
+compgen -G "$wheels/*.whl" >/dev/null && say "installed $(ls "$wheels"/*.whl | wc -l) carried wheels"
 export PYTHONPATH="$root${PYTHONPATH:+:$PYTHONPATH}"
 "$py" -c 'import torch, netCDF4, pydantic, snakemake' \
     || { echo "device_run: torch, netCDF4, pydantic or snakemake missing: carry .whl (scripts/device_wheels.sh)" >&2; exit 2; }

@@ -13,12 +13,8 @@ cd "$root" || exit 2
 py="${PYTHON:-python3}"
 out="${OUT:-logs/device}"
 mkdir -p "$out"
-if compgen -G ".whl/*.whl" >/dev/null; then
-    site="${TMPDIR:-/tmp}/opflow-site"
-    "$py" -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target "$site" .whl/*.whl \
-        || { echo "device_test: installing the carried wheels failed" >&2; exit 2; }
-    export PYTHONPATH="$site${PYTHONPATH:+:$PYTHONPATH}"
-fi
+source "$root/scripts/device_env.sh"
+device_install_wheels .whl device_test || exit 2
 export PYTHONPATH="$root${PYTHONPATH:+:$PYTHONPATH}"
 # the test files that need dolfinx or gmsh as a whole (tests/pipeline/test_device_scripts.py checks that every test
 # file importing them is here)

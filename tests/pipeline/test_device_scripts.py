@@ -139,3 +139,43 @@ def test_help_prints_the_usage_header_and_nothing_of_the_code() -> None:
     assert done.returncode == 0
     assert "Usage" in done.stdout and "--minutes M" in done.stdout
     assert "set -uo" not in done.stdout and not any(line.startswith("#") for line in done.stdout.splitlines())
+
+
+def _tiny_wheel(folder: Path) -> Path:
+    """A minimal pure-Python wheel (module ``opflow_tiny_probe``), as pip installs any other."""
+    import zipfile
+
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / "opflow_tiny_probe-1.0-py3-none-any.whl"
+    info = "opflow_tiny_probe-1.0.dist-info"
+    files = {
+        "opflow_tiny_probe.py": "VALUE = 42\n",
+        f"{info}/METADATA": "Metadata-Version: 2.1\nName: opflow-tiny-probe\nVersion: 1.0\n",
+        f"{info}/WHEEL": "Wheel-Version: 1.0\nGenerator: test\nRoot-Is-Purelib: true\nTag: py3-none-any\n",
+    }
+    record = "".join(f"{name},,\n" for name in files) + f"{info}/RECORD,,\n"
+    with zipfile.ZipFile(path, "w") as z:
+        for name, text in {**files, f"{info}/RECORD": record}.items():
+            z.writestr(name, text)
+    return path
+
+
+def _source_env(wheels: Path, tmp: Path) -> subprocess.CompletedProcess:
+    script = (
+        f'source "{SCRIPTS / "device_env.sh"}"; device_install_wheels "{wheels}" probe || exit $?; '
+        '"$PYTHON" -c "import opflow_tiny_probe as m; print(m.VALUE)"'
+    )
+    env = {**os.environ, "PYTHON": sys.executable, "TMPDIR": str(tmp), "PYTHONPATH": ""}
+    return subprocess.run(["bash", "-c", script], env=env, capture_output=True, text=True, timeout=300)
+
+
+def test_the_carried_wheels_are_installed_onto_the_path_and_a_broken_one_is_named(tmp_path: Path) -> None:
+    empty = tmp_path / "none"
+    empty.mkdir()
+    assert _source_env(empty, tmp_path).returncode == 1  # no wheels: nothing installed, the import fails
+    ok = _source_env(_tiny_wheel(tmp_path / "good").parent, tmp_path)
+    assert ok.returncode == 0 and ok.stdout.strip() == "42", ok.stderr
+    (tmp_path / "bad").mkdir()
+    (tmp_path / "bad" / "broken-1.0-py3-none-any.whl").write_bytes(b"not a zip")
+    bad = _source_env(tmp_path / "bad", tmp_path)
+    assert bad.returncode == 2 and "probe: installing the carried wheels failed" in bad.stderr
