@@ -110,6 +110,9 @@ class Generator(ABC):
     #: True when a shard may run under ``mpiexec -n P`` (``sources.<name>.mpi_ranks``): the
     #: generator has a ``comm`` and only rank 0 writes (:func:`solvers.generate.write_shard`)
     supports_mpi: ClassVar[bool] = False
+    #: parameters added after files were made, with the value that reproduces those files: a file
+    #: whose ``opflow_params`` lacks one is regenerated with it (:mod:`solvers.regenerate`)
+    legacy_params: ClassVar[dict[str, Any]] = {}
 
     def __init__(self, params: Any) -> None:
         self.params = params

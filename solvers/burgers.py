@@ -73,7 +73,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar, Literal
 
 import numpy as np
 
@@ -290,13 +290,14 @@ def cole_hopf(
     wavenumbers: Sequence[int] = (1, 2),
     phases: Sequence[float] = (0.0, 1.0),
     drift: float = 0.0,
+    length: float = 1.0,
 ) -> np.ndarray:
-    """An exact periodic solution of u_t + u u_x = nu u_xx on [0, 1) by the Cole-Hopf transform.
+    """An exact periodic solution of u_t + u u_x = nu u_xx on [0, L) by the Cole-Hopf transform.
 
     u(x, t) = c - 2 nu phi_x(xi, t) / phi(xi, t), xi = x - c t, with the heat solution
-    phi(xi, t) = 1 + sum_j a_j exp(-nu (2 pi m_j)^2 t) cos(2 pi m_j xi + theta_j). With sum |a_j| < 1,
-    phi > 0, so u is smooth (analytic) and 1-periodic; its mean is the drift c (Galilean invariance:
-    u - c solves the equation in the frame moving at speed c).
+    phi(xi, t) = 1 + sum_j a_j exp(-nu (2 pi m_j / L)^2 t) cos(2 pi m_j xi / L + theta_j). With
+    sum |a_j| < 1, phi > 0, so u is smooth (analytic) and L-periodic; its mean is the drift c
+    (Galilean invariance: u - c solves the equation in the frame moving at speed c).
     """
     if sum(abs(a) for a in amplitudes) >= 1:
         raise ValueError("need sum |a_j| < 1 so that phi stays positive")
@@ -304,7 +305,7 @@ def cole_hopf(
     phi = np.ones_like(xi)
     phi_x = np.zeros_like(xi)
     for a, m, th in zip(amplitudes, wavenumbers, phases, strict=True):
-        w = 2 * np.pi * m
+        w = 2 * np.pi * m / length
         g = a * np.exp(-nu * w**2 * t)
         phi += g * np.cos(w * xi + th)
         phi_x -= g * w * np.sin(w * xi + th)
@@ -327,31 +328,41 @@ def grid_points(n: int, length: float = 1.0) -> np.ndarray:
 
 @register
 class Burgers(Generator):
-    """``burgers``: u0 -> u(., T) of periodic viscous Burgers on [0, 1) (FNO / Galerkin Transformer).
+    """``burgers``: u0 -> u(., T) of periodic viscous Burgers on [0, L) (FNO / Galerkin Transformer).
 
     Fields ``u0`` (input, float32: exactly the values the solve started from) and ``u`` (output,
-    float32, u at ``t_final``), laid out ``[sample, ix]`` = value at x[ix] = ix / n. Sample i draws
+    float32, u at ``t_final``), laid out ``[sample, ix]`` = value at x[ix] = ix L / n; the ``x``
+    coordinate's ``period`` attribute is L, so a file says what physics made it. Sample i draws
     its initial field from ``sample_rng(seed, i)`` only: :func:`solvers.grf.periodic_grf` with
     dim = 1, the "kl" convention (true covariance sigma^2 (-Laplacian + tau^2 I)^(-alpha), mean
-    zero), sigma = 25, tau = 5, alpha = 2, i.e. N(0, 625 (-Laplacian + 25 I)^(-2)); pixel standard
-    deviation 0.594. Coarser sets (2048, 512 of the protocol's 8192) are strided subsets made by the
-    dataset ``resolution`` (periodic grids: stride n / n_coarse).
+    zero) on the unit-period reference coordinate x / L, sigma = 25, tau = 5, alpha = 2, i.e.
+    N(0, 625 (-Laplacian + 25 I)^(-2)) as the FNO paper states it on [0, 1), cut to the modes
+    |k| <= ``ic_max_mode`` (20, as the published fields), drawn mode by mode (``ic_draw: modes``) so
+    that a sample is the same function at every resolution. Coarser sets (2048, 512 of the
+    protocol's 8192) are strided subsets made by the dataset ``resolution`` (periodic grids:
+    stride n / n_coarse).
     """
 
     name = "burgers"
     block_size = 16
+    #: the values of parameters added later, for files made before they existed (regeneration)
+    legacy_params: ClassVar[dict[str, Any]] = {"length": 1.0, "ic_max_mode": None, "ic_draw": "grid"}
 
     @dataclass(frozen=True)
     class Params:
-        """Parameters; the defaults are the Galerkin Transformer / FNO protocol at 8192 points.
+        """Parameters; the defaults reproduce the published ``burgers_data_R10.mat`` at 8192 points.
 
-        nu: viscosity (0.1; see the module docstring for the 0.1 / (2 pi) reading). t_final: T.
-        resolution: grid points n (even). dt: largest ETDRK4 step (steps = ceil(T / dt)).
-        ic_alpha, ic_tau, ic_sigma: the Gaussian initial field (covariance
-        ic_sigma^2 (-Laplacian + ic_tau^2 I)^(-ic_alpha), mean zero). batch_size: samples solved
+        length: the period L of the domain [0, L) (2 pi; 1 is the literal reading of the papers'
+        text, see the module docstring). nu: viscosity (0.1). t_final: T (1). resolution: grid
+        points n (even). dt: largest ETDRK4 step (steps = ceil(T / dt)). ic_alpha, ic_tau, ic_sigma:
+        the Gaussian initial field (covariance ic_sigma^2 (-Laplacian + ic_tau^2 I)^(-ic_alpha) on
+        the unit-period coordinate x / L, mean zero). ic_max_mode: keep the modes |k| <= this (20);
+        null keeps every mode of the grid. ic_draw: "modes" (the same u0 at every resolution) or
+        "grid" (per-grid white noise, the generator before 2026-11). batch_size: samples solved
         together (does not change the data).
         """
 
+        length: float = 2 * math.pi
         nu: float = 0.1
         t_final: float = 1.0
         resolution: int = 8192
@@ -359,14 +370,25 @@ class Burgers(Generator):
         ic_alpha: float = 2.0
         ic_tau: float = 5.0
         ic_sigma: float = 25.0
+        ic_max_mode: int | None = 20
+        ic_draw: Literal["modes", "grid"] = "modes"
         batch_size: int = 16
 
         def __post_init__(self) -> None:
-            for name in ("nu", "t_final", "dt", "ic_alpha", "ic_tau", "ic_sigma"):
+            for name in ("length", "nu", "t_final", "dt", "ic_alpha", "ic_tau", "ic_sigma"):
                 _positive(name, getattr(self, name))
             n = self.resolution
             if isinstance(n, bool) or not isinstance(n, int) or n < 8 or n % 2:
                 raise ValueError(f"resolution = {n!r}: need an even integer >= 8 (grid points of the periodic interval)")
+            m = self.ic_max_mode
+            if m is not None:
+                if isinstance(m, bool) or not isinstance(m, int) or m < 1:
+                    raise ValueError(f"ic_max_mode = {m!r}: need an integer >= 1, or null for every mode of the grid")
+                if self.ic_draw == "modes" and m > (n - 1) // 2:
+                    raise ValueError(
+                        f"ic_max_mode = {m} needs more than {n} points: the grid holds the modes |k| <= {(n - 1) // 2}; "
+                        f"raise the resolution above {2 * m + 1} or lower ic_max_mode"
+                    )
             if isinstance(self.batch_size, bool) or not isinstance(self.batch_size, int) or self.batch_size < 1:
                 raise ValueError(f"batch_size = {self.batch_size!r}: need an integer >= 1")
 
@@ -378,8 +400,9 @@ class Burgers(Generator):
         return {"x": self.params.resolution}
 
     def coords(self) -> dict[str, Variable]:
-        x = grid_points(self.params.resolution)
-        attrs = {"units": "1", "grid_type": "periodic", "period": 1.0, "long_name": "x coordinate (periodic, endpoint excluded)"}
+        p = self.params
+        x = grid_points(p.resolution, p.length)
+        attrs = {"units": "1", "grid_type": "periodic", "period": float(p.length), "long_name": "x coordinate (periodic, endpoint excluded)"}
         return {"x": Variable(("x",), x, attrs)}
 
     def fields(self) -> dict[str, FieldSpec]:
@@ -401,6 +424,8 @@ class Burgers(Generator):
             tau=p.ic_tau,
             sigma=p.ic_sigma,
             convention="kl",
+            draw=p.ic_draw,
+            max_mode=p.ic_max_mode,
         )
         return g.astype(np.float32).astype(np.float64)  # solve exactly what the file stores
 
@@ -408,5 +433,5 @@ class Burgers(Generator):
         p = self.params
         indices = np.asarray(indices, dtype=np.int64)
         u0 = self.initial_fields(seed, indices)
-        u = solve(u0, [p.t_final], nu=p.nu, dt=p.dt, sample_indices=indices.tolist(), seed=int(seed))[:, -1]
+        u = solve(u0, [p.t_final], nu=p.nu, dt=p.dt, length=p.length, sample_indices=indices.tolist(), seed=int(seed))[:, -1]
         return {"u0": u0, "u": u}

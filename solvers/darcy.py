@@ -70,7 +70,7 @@ import math
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Literal, get_args
+from typing import Any, ClassVar, Literal, get_args
 
 import numpy as np
 
@@ -469,12 +469,18 @@ class CoefficientParams:
 
     coefficient: "piecewise" (``high`` where g >= ``threshold``, else ``low``; FNO: 12 / 3) or
     "lognormal" (a = exp(g)); g ~ N(0, sigma^2 (-Lap + tau^2)^-alpha) drawn by
-    :func:`solvers.grf.neumann_grf` in ``grf_convention`` ("fno": the FNO generator's scaling,
-    "kl": the Karhunen-Loeve scaling the continuum-attention lognormal sets use); ``forcing``: f.
+    :func:`solvers.grf.neumann_grf` in ``grf_convention`` ("kl": the Karhunen-Loeve scaling at the
+    nodes, the default; "fno": the FNO MATLAB generator's scaling at the cell centres) and in the
+    draw order ``grf_draw`` ("modes": sample i is the same field at every resolution; "grid": the
+    published generators' per-grid white noise). For a piecewise field thresholded at 0 the
+    amplitude does not matter: "kl" with sigma = 1 has the FNO generator's mode weights up to the
+    factor s tau^(alpha-1), evaluated at the nodes n / (s-1) instead of the cell centres
+    (n + 1/2) / s, which is what makes it the same function at every resolution. ``forcing``: f.
     """
 
     coefficient: Literal["piecewise", "lognormal"] = "piecewise"
-    grf_convention: Literal["fno", "kl"] = "fno"
+    grf_convention: Literal["fno", "kl"] = "kl"
+    grf_draw: Literal["modes", "grid"] = "modes"
     alpha: float = 2.0
     tau: float = 3.0
     sigma: float = 1.0
@@ -510,6 +516,7 @@ class DarcyFD(Generator):
 
     name = "darcy_fd"
     block_size = 4
+    legacy_params: ClassVar[dict[str, Any]] = {"grf_draw": "grid"}
 
     @dataclass(frozen=True)
     class Params(CoefficientParams):
@@ -580,6 +587,7 @@ class DarcyFD(Generator):
             tau=p.tau,
             sigma=p.sigma,
             convention=p.grf_convention,
+            draw=p.grf_draw,
         )
         a = coefficient_from_grf(g, p.coefficient, threshold=p.threshold, high=p.high, low=p.low)
         # store exactly what is solved: round to the float32 of the file first
@@ -616,7 +624,8 @@ class DarcyFnoExact(DarcyFD):
     (:func:`solve_fno_matlab`, which documents the steps). Fields as ``darcy_fd``: ``coeff`` (the
     thresholded values, what the files store), ``pressure`` (u at the cell centres, float32),
     ``residual``. The coordinates are the cell centres (i + 1/2)/s, or the nodes with
-    ``interpolate: false``, which makes this generator ``darcy_fd`` (same samples, same solve).
+    ``interpolate: false``, which makes this generator ``darcy_fd`` with the same ``grf_convention`` and
+    ``grf_draw`` (same samples, same solve).
     The default ``low`` is 3 (the papers, and the value the published statistics single out:
     docs/darcy_fidelity.md); the MATLAB demo script used 4. See docs/darcy_fidelity.md for what
     the interpolation changes and how each variant compares with the published statistics.
@@ -628,7 +637,11 @@ class DarcyFnoExact(DarcyFD):
     class Params(CoefficientParams):
         """Parameters; the defaults are the published FNO piecewise set at 421 x 421 (12/3).
 
-        resolution: points per side s (cell centres and nodes alike). interpolate: the two spline
+        resolution: points per side s (cell centres and nodes alike). grf_convention "fno" and
+        grf_draw "grid" (the defaults here): the FNO MATLAB ``GRF.m`` field, its idct2 at the cell
+        centres of a per-grid white-noise array, so this generator is not the same sample at two
+        resolutions (the cell centres move with s); the published pipeline is defined at 421 and
+        subsampled, which the datasets' ``resolution`` does. interpolate: the two spline
         steps of the MATLAB pipeline (false: the clean node FD solve of ``darcy_fd``). Coefficient
         and field parameters as ``darcy_fd``. solver: "auto" (pcg_poisson for piecewise,
         pcg_scaled_poisson for lognormal), "pcg_poisson", "pcg_scaled_poisson" or "direct"
@@ -639,6 +652,8 @@ class DarcyFnoExact(DarcyFD):
         """
 
         resolution: int = 421
+        grf_convention: Literal["fno", "kl"] = "fno"
+        grf_draw: Literal["modes", "grid"] = "grid"
         interpolate: bool = True
         solver: Literal["auto", "pcg_poisson", "pcg_scaled_poisson", "direct"] = "auto"
         rtol: float = 1e-10

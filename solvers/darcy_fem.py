@@ -108,7 +108,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, fields
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
 import numpy as np
 import scipy.sparse as sp
@@ -540,6 +540,7 @@ class DarcyFEMGenerator(Generator):
     name = "darcy_fem"
     supports_mpi = True
     Params = DarcyFEMParams
+    legacy_params: ClassVar[dict[str, Any]] = {"grf_draw": "grid"}
     #: coefficients are sampled for a block at once (as darcy_fd does); solves run one by one
     block_size = 4
 
@@ -792,7 +793,7 @@ class DarcyFEMGenerator(Generator):
         p = self.params
         idx = np.asarray(indices, dtype=np.int64) + p.index_offset
         rngs = [sample_rng(seed, int(i)) for i in idx]
-        return neumann_grf(rngs, self.s, alpha=p.alpha, tau=p.tau, sigma=p.sigma, convention=p.grf_convention)
+        return neumann_grf(rngs, self.s, alpha=p.alpha, tau=p.tau, sigma=p.sigma, convention=p.grf_convention, draw=p.grf_draw)
 
     def map_field(self, g: np.ndarray) -> np.ndarray:
         """``a = T(g)``: ``high`` where ``g >= threshold`` else ``low``, or ``exp(g)``, rounded to float32

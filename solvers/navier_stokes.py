@@ -84,7 +84,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Literal, get_args
+from typing import TYPE_CHECKING, Any, ClassVar, Literal, get_args
 
 import numpy as np
 
@@ -694,6 +694,7 @@ def _initial_vorticity(p: Any, seed: int, indices: np.ndarray, length: float) ->
             sigma=p.ic_sigma,
             length=length,
             convention=p.ic_convention,
+            draw=p.ic_draw,
         )[0]
     return w0
 
@@ -778,10 +779,12 @@ class NavierStokes(_VorticityGenerator):
 
     Initial vorticity: :func:`solvers.grf.periodic_grf` with the 2020 FNO convention (``fno2020``:
     alpha = 2.5, tau = 7, sigma = 7^(3/2), pixel std 0.262), sampled on the solve grid from
-    ``sample_rng(seed, i)``. Forcing 0.1 (sin 2 pi (x + y) + cos 2 pi (x + y)).
+    ``sample_rng(seed, i)`` in the resolution-independent mode order (``ic_draw: modes``; the
+    published code's per-grid noise is ``ic_draw: grid``). Forcing 0.1 (sin 2 pi (x + y) + cos 2 pi (x + y)).
     """
 
     name = "navier_stokes"
+    legacy_params: ClassVar[dict[str, Any]] = {"ic_draw": "grid"}
     block_size = 8
 
     @dataclass(frozen=True)
@@ -795,7 +798,8 @@ class NavierStokes(_VorticityGenerator):
         recommended; adaptive with cfl target ``cfl`` and step cap ``dt_max``), "fno" (the
         published scheme, dt = 1e-4) or "heun_cn". dt: the (largest) step of fixed-step schemes.
         cfl_limit: CFL number treated as a blow-up. forcing: "fno" or "none". ic_*: the Gaussian initial vorticity
-        (periodic_grf, convention ic_convention). precision: float64 (default) or float32.
+        (periodic_grf, convention ic_convention, draw order ic_draw: "modes" = the same w0 at every
+        solve resolution, "grid" = the 2020 code's per-grid noise). precision: float64 (default) or float32.
         device: "auto", "cpu", "cuda[:i]". batch_size: samples solved together (does not change
         the data).
         """
@@ -816,6 +820,7 @@ class NavierStokes(_VorticityGenerator):
         ic_tau: float = 7.0
         ic_sigma: float = 7.0**1.5
         ic_convention: Literal["fno2020", "kl"] = "fno2020"
+        ic_draw: Literal["modes", "grid"] = "modes"
         precision: Precision = "float64"
         device: str = "auto"
         batch_size: int = 8
@@ -864,6 +869,7 @@ class Kolmogorov(_VorticityGenerator):
     """
 
     name = "kolmogorov"
+    legacy_params: ClassVar[dict[str, Any]] = {"ic_draw": "grid"}
     block_size = 4
 
     @dataclass(frozen=True)
@@ -893,6 +899,7 @@ class Kolmogorov(_VorticityGenerator):
         ic_tau: float = 7.0
         ic_sigma: float = 7.0**1.5
         ic_convention: Literal["fno2020", "kl"] = "fno2020"
+        ic_draw: Literal["modes", "grid"] = "modes"
         precision: Precision = "float64"
         device: str = "auto"
         batch_size: int = 4

@@ -145,7 +145,10 @@ def _generator(attrs: dict[str, Any], path: Path) -> tuple[Any, int]:
     except json.JSONDecodeError as e:
         raise DatasetError(f"{path}: attribute opflow_params is not JSON ({e})") from None
     seed = int(_attr(attrs, "opflow_seed", path))
-    gen = get_generator(name).from_config(params, where=f"{path.name}: opflow_params")
+    cls = get_generator(name)
+    if isinstance(params, dict):  # a file older than a parameter: the value that made it
+        params = {**cls.legacy_params, **params}
+    gen = cls.from_config(params, where=f"{path.name}: opflow_params")
     return gen, seed
 
 

@@ -17,9 +17,11 @@ from opflow.data.errors import ConfigError
 from opflow.data.provenance import sample_rng
 from solvers.grf import (
     neumann_grf,
+    neumann_mode_rank,
     neumann_mode_std,
     neumann_pointwise_variance,
     periodic_grf,
+    periodic_mode_rank,
     periodic_mode_variance,
     periodic_pointwise_variance,
 )
@@ -37,6 +39,11 @@ def chi2_ok(ratio: np.ndarray, dof: int | np.ndarray, tests: int) -> np.ndarray:
     return (ratio >= stats.chi2.ppf(q, dof)) & (ratio <= stats.chi2.ppf(1 - q, dof))
 
 
+def noise(rng: np.random.Generator, s: int, draw: str) -> np.ndarray:
+    """The Neumann sampler's white noise xi[k1, k2] of one sample, written out for each draw order."""
+    return rng.standard_normal((s, s)) if draw == "grid" else rng.standard_normal(s * s)[neumann_mode_rank(s)]
+
+
 def cos_nodes(s: int) -> np.ndarray:
     """phi_k(x_n), L2-normalised Neumann cosines at the nodes n / (s-1)."""
     x, k = np.arange(s) / (s - 1), np.arange(s)
@@ -46,23 +53,25 @@ def cos_nodes(s: int) -> np.ndarray:
 # ----------------------------------------------------------------------------- Neumann, exact
 
 
+@pytest.mark.parametrize("draw", ["modes", "grid"])
 @pytest.mark.parametrize("s", [2, 5, 8])
-def test_kl_is_the_kl_sum_at_the_nodes(s: int) -> None:
+def test_kl_is_the_kl_sum_at_the_nodes(s: int, draw: str) -> None:
     sigma, tau, alpha = 1.7, 3.0, 2.0
-    g = neumann_grf(rngs(3, 4), s, alpha=alpha, tau=tau, sigma=sigma, convention="kl")
+    g = neumann_grf(rngs(3, 4), s, alpha=alpha, tau=tau, sigma=sigma, convention="kl", draw=draw)
     k2 = np.arange(s) ** 2
     lam = sigma**2 * (np.pi**2 * (k2[:, None] + k2[None, :]) + tau**2) ** (-alpha)
     lam[0, 0] = 0
     C = cos_nodes(s)
     for b, rng in enumerate(rngs(3, 4)):
-        xi = rng.standard_normal((s, s))
+        xi = noise(rng, s, draw)
         expect = C @ (np.sqrt(lam) * xi) @ C.T
         np.testing.assert_allclose(g[b], expect, rtol=0, atol=1e-13)
 
 
-def test_fno_is_protocol_formula_and_kl_at_cell_centres() -> None:
+@pytest.mark.parametrize("draw", ["modes", "grid"])
+def test_fno_is_protocol_formula_and_kl_at_cell_centres(draw: str) -> None:
     s, tau, alpha = 6, 3.0, 2.0
-    g = neumann_grf(rngs(4, 2), s, alpha=alpha, tau=tau, convention="fno")
+    g = neumann_grf(rngs(4, 2), s, alpha=alpha, tau=tau, convention="fno", draw=draw)
     k2 = np.arange(s) ** 2
     coef = s * tau ** (alpha - 1) * (np.pi**2 * (k2[:, None] + k2[None, :]) + tau**2) ** (-alpha / 2)
     coef[0, 0] = 0
@@ -70,7 +79,7 @@ def test_fno_is_protocol_formula_and_kl_at_cell_centres() -> None:
     k = np.arange(s)
     C = np.where(k == 0, 1.0, np.sqrt(2.0)) * np.cos(np.pi * np.outer(x, k))  # phi_k at cell centres
     for b, rng in enumerate(rngs(4, 2)):
-        xi = rng.standard_normal((s, s))
+        xi = noise(rng, s, draw)
         # PROTOCOLS.md: orthonormal inverse 2D DCT-II of s tau^(alpha-1) (...)^(-alpha/2) xi
         np.testing.assert_allclose(g[b], sfft.idctn(coef * xi, type=2, norm="ortho"), atol=1e-13)
         # ... which is the KL sum with sigma = tau^(alpha-1) at the cell centres
@@ -118,8 +127,9 @@ def test_kl_pointwise_variance_and_zero_mean() -> None:
 
 
 @pytest.mark.parametrize("convention", ["kl", "fno"])
-def test_neumann_same_fields_in_one_batch_or_eight(convention: str) -> None:
-    kw = dict(alpha=2.0, tau=3.0, convention=convention)
+@pytest.mark.parametrize("draw", ["modes", "grid"])
+def test_neumann_same_fields_in_one_batch_or_eight(convention: str, draw: str) -> None:
+    kw = dict(alpha=2.0, tau=3.0, convention=convention, draw=draw)
     one = neumann_grf(rngs(5, 8), 12, **kw)
     eight = np.concatenate([neumann_grf(rngs(5, 1, start=i), 12, **kw) for i in range(8)])
     assert np.array_equal(one, eight)
@@ -150,9 +160,10 @@ def first_of_pair(shape: tuple[int, ...]) -> np.ndarray:
 
 @pytest.mark.parametrize(("dim", "npts"), [(2, 12), (1, 32), (2, 9)])
 @pytest.mark.parametrize("convention", ["kl", "fno2020"])
-def test_periodic_mode_variances_match_the_spectrum(dim: int, npts: int, convention: str) -> None:
+@pytest.mark.parametrize("draw", ["modes", "grid"])
+def test_periodic_mode_variances_match_the_spectrum(dim: int, npts: int, convention: str, draw: str) -> None:
     n = 2000
-    kw = dict(dim=dim, alpha=2.5, tau=7.0, sigma=7**1.5, length=1.0, convention=convention)
+    kw = dict(dim=dim, alpha=2.5, tau=7.0, sigma=7**1.5, length=1.0, convention=convention, draw=draw)
     g = periodic_grf(rngs(21, n), npts, **kw)
     assert g.shape == (n,) + (npts,) * dim
     G = np.fft.fftn(g, axes=tuple(range(1, dim + 1)))
@@ -167,24 +178,30 @@ def test_periodic_mode_variances_match_the_spectrum(dim: int, npts: int, convent
     ok = chi2_ok(ratio, dof, live.sum())
     assert ok.all(), f"mode variance ratio off: {(ratio[~ok] / dof[~ok]).tolist()}"
     assert chi2_ok(ratio.sum(), dof.sum(), 1), f"pooled variance ratio {ratio.sum() / dof.sum():.4f}"
+    if draw == "modes" and npts % 2 == 0:  # the Nyquist lines are not drawn
+        nyquist = np.any(np.indices((npts,) * dim) == npts // 2, axis=0)
+        assert np.abs(G[:, nyquist]).max() < 1e-9 * npts**dim
 
 
-def test_periodic_kl_with_length_and_mean_mode() -> None:
+@pytest.mark.parametrize("draw", ["modes", "grid"])
+def test_periodic_kl_with_length_and_mean_mode(draw: str) -> None:
     """On [0, 2 pi)^2 with the mean mode kept: E|G_0|^2 = n^4 sigma^2 tau^(-2 alpha) / L^2."""
     n, npts, L = 2000, 8, 2 * np.pi
-    kw = dict(alpha=2.0, tau=1.5, sigma=3.0, length=L, convention="kl", zero_mean=False)
+    kw = dict(alpha=2.0, tau=1.5, sigma=3.0, length=L, convention="kl", zero_mean=False, draw=draw)
     g = periodic_grf(rngs(22, n), npts, **kw)
     v = periodic_mode_variance(npts, **kw)
     assert np.isclose(v[0, 0], npts**4 * 9.0 * 1.5**-4.0 / L**2)
     G = np.fft.fft2(g)
     real = self_conjugate((npts, npts))
     keep = first_of_pair((npts, npts))
+    keep &= v > 0
     ratio = np.sum(np.abs(G[:, keep]) ** 2, axis=0) / np.where(real, v, v / 2)[keep]
     assert chi2_ok(ratio, np.where(real, n, 2 * n)[keep], keep.sum()).all()
 
 
-def test_fno2020_is_sqrt2_times_kl_and_pixel_std_026() -> None:
-    kw = dict(alpha=2.5, tau=7.0, sigma=7**1.5)
+@pytest.mark.parametrize("draw", ["modes", "grid"])
+def test_fno2020_is_sqrt2_times_kl_and_pixel_std_026(draw: str) -> None:
+    kw = dict(alpha=2.5, tau=7.0, sigma=7**1.5, draw=draw)
     v_fno = periodic_pointwise_variance(256, convention="fno2020", **kw)
     v_kl = periodic_pointwise_variance(256, convention="kl", **kw)
     assert np.isclose(v_fno, 2 * v_kl, rtol=1e-12)
@@ -197,9 +214,10 @@ def test_fno2020_is_sqrt2_times_kl_and_pixel_std_026() -> None:
 
 
 @pytest.mark.parametrize("convention", ["kl", "fno2020"])
-def test_periodic_same_fields_in_one_batch_or_eight(convention: str) -> None:
+@pytest.mark.parametrize("draw", ["modes", "grid"])
+def test_periodic_same_fields_in_one_batch_or_eight(convention: str, draw: str) -> None:
     for dim in (1, 2):
-        kw = dict(dim=dim, alpha=2.0, tau=5.0, convention=convention)
+        kw = dict(dim=dim, alpha=2.0, tau=5.0, convention=convention, draw=draw)
         one = periodic_grf(rngs(7, 8), 16, **kw)
         eight = np.concatenate([periodic_grf(rngs(7, 1, start=i), 16, **kw) for i in range(8)])
         assert np.array_equal(one, eight)
@@ -226,6 +244,7 @@ def test_empty_batch_gives_empty_array() -> None:
         (dict(sigma=-2.0), "sigma"),
         (dict(alpha=float("nan")), "alpha"),
         (dict(convention="matlab"), "convention"),
+        (dict(draw="rows"), r"draw = 'rows' is not one of \['modes', 'grid'\]"),
     ],
 )
 def test_neumann_bad_parameters(kwargs: dict, match: str) -> None:
@@ -244,6 +263,8 @@ def test_neumann_bad_parameters(kwargs: dict, match: str) -> None:
         (dict(tau=0.0), "tau"),
         (dict(alpha=-1.0), "alpha"),
         (dict(convention="fno"), "convention"),
+        (dict(draw="rows"), "draw = 'rows'"),
+        (dict(max_mode=0), "max_mode = 0 must be an integer >= 1"),
     ],
 )
 def test_periodic_bad_parameters(kwargs: dict, match: str) -> None:
@@ -269,3 +290,99 @@ def test_large_fields_are_bit_identical_whatever_the_batch() -> None:
     one = neumann_grf(rngs(3, 4), 421, alpha=2.0, tau=3.0, convention="fno")
     four = np.concatenate([neumann_grf(rngs(3, 1, start=i), 421, alpha=2.0, tau=3.0, convention="fno") for i in range(4)])
     assert np.array_equal(one, four)
+
+
+# ----------------------------------------------------------------------------- the same field at every resolution
+
+
+def test_the_neumann_mode_order_does_not_depend_on_the_grid() -> None:
+    """The ranks of an s x s grid are 0 .. s^2 - 1, and on a finer grid the same modes keep the
+    same ranks: a finer grid only draws more numbers after the same first ones."""
+    for s in (1, 2, 5, 9):
+        r = neumann_mode_rank(s)
+        assert np.array_equal(np.sort(r.ravel()), np.arange(s * s))
+        assert np.array_equal(neumann_mode_rank(3 * s + 1)[:s, :s], r)
+    # shell by shell: (0,0); (0,1), (1,0), (1,1); (0,2), (1,2), (2,0), (2,1), (2,2)
+    assert neumann_mode_rank(3).tolist() == [[0, 1, 4], [2, 3, 5], [6, 7, 8]]
+
+
+@pytest.mark.parametrize("dim", [1, 2, 3])
+def test_the_periodic_mode_order_does_not_depend_on_the_grid(dim: int) -> None:
+    """Representatives k (first non-zero wavenumber > 0) in shells of max |k_i|; the first R ranks of
+    a finer grid are the same wavenumbers as the R of the coarse one; negatives pair up."""
+    def wavenumbers(n: int) -> np.ndarray:
+        rep, neg, rank = periodic_mode_rank(n, dim)
+        k = np.stack(np.unravel_index(rep, (n,) * dim), axis=-1)
+        k = np.where(k > n // 2, k - n, k)
+        kn = np.stack(np.unravel_index(neg, (n,) * dim), axis=-1)
+        assert np.array_equal(np.where(kn > n // 2, kn - n, kn), -k)
+        assert np.array_equal(rank, np.arange(rep.size))
+        return k
+
+    coarse, fine = wavenumbers(8), wavenumbers(21)
+    assert coarse.shape[0] == ((2 * 3 + 1) ** dim - 1) // 2  # |k_i| <= 3 = (8 - 1) // 2, Nyquist left out
+    assert np.array_equal(fine[: coarse.shape[0]], coarse)
+    shells = np.abs(fine).max(axis=1)
+    assert np.all(np.diff(shells) >= 0)
+    first = np.array([row[np.flatnonzero(row)[0]] for row in fine])
+    assert np.all(first > 0)
+
+
+def fine_only_modes_removed(g_fine: np.ndarray, s_coarse: int) -> np.ndarray:
+    """The KL Neumann field on the fine nodes with its modes k >= s_coarse removed (exact: the
+    node cosines are invertible)."""
+    s = g_fine.shape[-1]
+    C = cos_nodes(s)
+    Ci = np.linalg.inv(C)
+    coef = np.einsum("kn,bnm,lm->bkl", Ci, g_fine, Ci)
+    coef[:, s_coarse:, :] = 0
+    coef[:, :, s_coarse:] = 0
+    return np.einsum("nk,bkl,ml->bnm", C, coef, C)
+
+
+@pytest.mark.parametrize("s", [9, 33])
+def test_a_neumann_field_is_the_same_function_at_s_and_2s_minus_1(s: int) -> None:
+    """Sample i at s nodes and at 2 s - 1 nodes (every second node shared): the fine field's modes
+    shared with the coarse grid ARE the coarse field (to round-off), and what differs at the common
+    nodes is exactly the fine-only modes; the "grid" draw gives an unrelated field."""
+    kw = dict(alpha=2.0, tau=3.0, sigma=1.0, convention="kl")
+    coarse = neumann_grf(rngs(8, 3), s, **kw)
+    fine = neumann_grf(rngs(8, 3), 2 * s - 1, **kw)
+    band = fine_only_modes_removed(fine, s)[:, ::2, ::2]
+    assert np.abs(band - coarse).max() < 1e-12 * np.abs(coarse).max()
+    rest = np.abs(fine[:, ::2, ::2] - coarse).max() / np.abs(coarse).max()
+    assert 1e-4 < rest < 0.5, rest  # the fine-only modes: measured 0.13 (s = 9) and 0.038 (s = 33), not zero
+    legacy = neumann_grf(rngs(8, 3), 2 * s - 1, draw="grid", **kw)[:, ::2, ::2]
+    assert np.linalg.norm(legacy - neumann_grf(rngs(8, 3), s, draw="grid", **kw)) > 0.5 * np.linalg.norm(legacy)
+
+
+@pytest.mark.parametrize(("dim", "n"), [(1, 64), (2, 16), (3, 6)])
+@pytest.mark.parametrize("convention", ["kl", "fno2020"])
+def test_a_periodic_field_is_the_same_function_at_n_and_2n(dim: int, n: int, convention: str) -> None:
+    """On the torus, sample i at n and at 2 n points a side: the fine field with its modes outside
+    |k_i| <= (n - 1) // 2 removed equals the coarse field at the common points (every second)."""
+    kw = dict(dim=dim, alpha=2.0, tau=5.0, sigma=3.0, length=2 * np.pi, convention=convention)
+    coarse = periodic_grf(rngs(9, 3), n, **kw)
+    fine = periodic_grf(rngs(9, 3), 2 * n, **kw)
+    axes = tuple(range(1, dim + 1))
+    F = np.fft.fftn(fine, axes=axes)
+    k = np.abs(np.fft.fftfreq(2 * n, d=1.0 / (2 * n)))
+    outside = np.zeros((2 * n,) * dim, dtype=bool)
+    for ax in range(dim):
+        outside |= (k > (n - 1) // 2).reshape([2 * n if a == ax else 1 for a in range(dim)])
+    F[:, outside] = 0
+    band = np.real(np.fft.ifftn(F, axes=axes))[(slice(None),) + (slice(None, None, 2),) * dim]
+    assert np.abs(band - coarse).max() < 1e-12 * np.abs(coarse).max()
+
+
+def test_a_band_limited_periodic_field_is_identical_at_every_resolution() -> None:
+    """max_mode = 20 (the published Burgers initial data): the field is one trigonometric polynomial,
+    so its values at the points shared by 64, 256 and 1024 points agree to round-off."""
+    kw = dict(dim=1, alpha=2.0, tau=5.0, sigma=25.0, max_mode=20)
+    g = {n: periodic_grf(rngs(10, 4), n, **kw) for n in (64, 256, 1024)}
+    assert np.abs(g[256][:, ::4] - g[64]).max() < 1e-13 * np.abs(g[64]).max()
+    assert np.abs(g[1024][:, ::16] - g[64]).max() < 1e-13 * np.abs(g[64]).max()
+    spectrum = np.abs(np.fft.rfft(g[1024], axis=-1))
+    assert spectrum[:, 21:].max() < 1e-12 * spectrum.max() and spectrum[:, 20].min() > 0
+    with pytest.raises(ConfigError, match="max_mode"):
+        periodic_grf(rngs(10, 1), 64, dim=1, alpha=2.0, tau=5.0, max_mode=2.5)
