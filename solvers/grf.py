@@ -469,8 +469,9 @@ def periodic_grf(
     the distribution of the FNO/Galerkin Burgers generator (its coefficients sqrt(2) sigma
     (4 pi^2 k^2 + tau^2)^(-alpha/2) on cos and sin, mean zero), whose ``sigma`` is this ``sigma``.
 
-    ``convention="fno2020"`` (the 2020 FNO Navier-Stokes generator, PROTOCOLS.md): covariance exactly
-    2 x the KL one (L = 1): the fields are sqrt(2) times larger than the true-amplitude field. With
+    ``convention="fno2020"`` (the 2020 FNO Navier-Stokes generator, PROTOCOLS.md): mode coefficients
+    of variance ``2 lambda_k`` whatever L (the generator does not divide by L^dim), i.e. covariance
+    exactly 2 x the KL one for L = 1: the fields are sqrt(2) times larger than the true-amplitude field. With
     sigma = 7^(3/2), tau = 7, alpha = 2.5 the exact pixel standard deviation is 0.2620 at n = 256
     (and at n = 64; :func:`periodic_pointwise_variance`), the ~0.26 of the published NS data.
 
@@ -493,7 +494,7 @@ def periodic_grf(
         return np.empty((0,) + shape)
     band = _band(n, dim, max_mode)
     if draw == "modes":
-        amplitude = np.sqrt(lam / length**dim) * (np.sqrt(2.0) if convention == "fno2020" else 1.0)
+        amplitude = np.sqrt(2.0 * lam) if convention == "fno2020" else np.sqrt(lam / length**dim)
         return _periodic_modes_draw(rngs, n, dim, amplitude, zero_mean or convention == "fno2020", max_mode)
     if convention == "fno2020":
         noise = np.empty((len(rngs), 2) + shape)

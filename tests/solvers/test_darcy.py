@@ -162,7 +162,7 @@ def test_non_convergence_names_sample_and_seed():
 def test_high_contrast_falls_back_to_amg():
     """Contrast 1e6: PCG with the Poisson preconditioner needs ~90 iterations here; capped at 50 it
     falls back to smoothed-aggregation AMG, which converges and agrees with spsolve."""
-    a = DarcyFD.from_config({"resolution": 65, "high": 1e6, "low": 1.0}).coefficients(0, np.array([0]))[0]
+    a = DarcyFD.from_config({"resolution": 65, "high": 1e6, "low": 1.0, "grf_convention": "fno", "grf_draw": "grid"}).coefficients(0, np.array([0]))[0]
     u, info = solve(a, method="pcg_poisson", maxiter=50)
     assert info.method == "amg" and info.fallback_from.startswith("pcg_poisson")
     assert info.residual <= 1e-10
@@ -330,7 +330,7 @@ def test_without_interpolation_the_variant_is_darcy_fd():
     from solvers.darcy import DarcyFnoExact
 
     plain = DarcyFnoExact.from_config({"resolution": 41, "interpolate": False})
-    ref = DarcyFD.from_config({"resolution": 41})
+    ref = DarcyFD.from_config({"resolution": 41, "grf_convention": "fno", "grf_draw": "grid"})
     ours, theirs = plain.generate(2, np.arange(3)), ref.generate(2, np.arange(3))
     for name in ("coeff", "pressure"):
         np.testing.assert_allclose(ours[name], theirs[name], rtol=0, atol=1e-12)
