@@ -362,12 +362,23 @@ def stack_globals(ds: Any, names: Sequence[str]) -> torch.Tensor | None:
     return torch.from_numpy(np.concatenate(cols, axis=1))
 
 
+def unit_axis(x: np.ndarray, attrs: Mapping[str, Any]) -> np.ndarray:
+    """A grid axis mapped to [0, 1): ``(x - x_0) / period`` on a periodic axis (attribute ``period``),
+    ``(x - x_0) / (x_last - x_0)`` on a node axis (both ends included)."""
+    if str(attrs.get("grid_type", "nodes")) == "periodic" and "period" in attrs:
+        return (x - x[0]) / float(attrs["period"])
+    span = x[-1] - x[0]
+    return (x - x[0]) / span if span != 0 else np.zeros_like(x)
+
+
 class GridDataset(ArrayDataset):
     """One split of a grid dataset file, in memory (module docstring)."""
 
     kind = "grid"
 
-    def __init__(self, path: str | os.PathLike, split: str | None = "train", task: Task | Mapping[str, Any] | None = None) -> None:
+    def __init__(
+        self, path: str | os.PathLike, split: str | None = "train", task: Task | Mapping[str, Any] | None = None, coords: str = "file"
+    ) -> None:
         self._init_common(path, split)
         self.task = resolve_task(self.path, task)
         names = [*self.task.inputs, *self.task.outputs]
@@ -394,6 +405,10 @@ class GridDataset(ArrayDataset):
         self.grid_dims = grid
         self.grid_shape = tuple(int(ds[d].shape[0]) for d in grid)
         axes = [np.asarray(ds[d], dtype=np.float64) for d in grid]
+        if coords == "unit":
+            axes = [unit_axis(a, ds.variables[d].attrs) for a, d in zip(axes, grid)]
+        elif coords != "file":
+            raise ValueError(f"coords = {coords!r}: use 'file' or 'unit'")
         mesh = np.meshgrid(*axes, indexing="ij")
         self.coords = torch.from_numpy(np.stack([m.ravel() for m in mesh], axis=-1).astype(np.float32))
         n_pts = int(np.prod(self.grid_shape))

@@ -10,7 +10,7 @@ numpy: the workflow checks views when it loads.
 kind        parameters (defaults)
 ==========  ======================================================================================
 auto        none: ``grid`` for fields on ``(sample, x[, y])``, ``series``/``mesh`` on one point dim
-grid        none
+grid        ``coords`` (``file``; ``unit``: every axis mapped to [0, 1))
 series      none
 mesh        ``input_sets`` ([]): more input functions on their own point sets (:class:`InputSetSpec`)
 window      ``history`` (10), ``frames`` ([first, last], default all), ``train_frames`` (default
@@ -62,7 +62,21 @@ class AutoView(View):
 
 
 class GridView(View):
+    """Fields on a tensor-product grid. ``coords``: the coordinates the model sees: ``file`` (the
+    file's own, physical units) or ``unit`` (each axis mapped to [0, 1): x / period on a periodic
+    axis, (x - x_0) / (x_last - x_0) on a node axis), the grid of the published codes whatever the
+    physical domain (the Burgers file's [0, 2 pi) is [0, 1) in the FNO / Galerkin Transformer
+    code: their coordinate features and the grid spacing h of the H1 regulariser)."""
+
     kind: Literal["grid"] = "grid"
+    coords: Literal["file", "unit"] = "file"
+
+    def to_dict(self) -> dict[str, Any]:
+        """Without ``coords`` when it is ``file``, so the run hashes of plain grid datasets stay as they were."""
+        d = super().to_dict()
+        if self.coords == "file":
+            d.pop("coords", None)
+        return d
 
 
 class SeriesView(View):

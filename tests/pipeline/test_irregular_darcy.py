@@ -117,9 +117,13 @@ def test_results_report_the_training_mesh_and_the_finer_mesh(run: Path) -> None:
 def test_stored_square_pressure_re_solved_by_fd_agrees_to_discretisation_error(run: Path) -> None:
     """The stored P1 pressures on the gmsh square (h = 1/32, 1/64), against the FD solver on the
     same coefficient function rebuilt from each file's attributes, compared at the mesh nodes
-    (FD values interpolated bilinearly). Measured for these two samples: FEM(1/32) vs FD(33)
-    1.1 %, 1.0 % (FD(33) is itself 1.1 % off the reference); FEM vs FD(257): 0.71 %, 0.46 % at
-    h = 1/32 and 0.26 %, 0.17 % at 1/64 (12/3 jumps: first order or a little better)."""
+    (FD values interpolated bilinearly). FEM vs FD(33) must lie within FD(33)'s own error against
+    the FD(257) reference (the FEM is no further from FD(33) than FD(33) is from the truth).
+    Measured for these two samples (the fields of the resolution-independent draw, 2026-11-25):
+    FEM vs FD(33) 1.7 %, 1.9 % (h = 1/32) and 2.1 %, 1.9 % (1/64), FD(33) itself 2.2 %, 1.9 % off
+    the reference; FEM vs FD(257): 0.91 %, 0.65 % at h = 1/32 and 0.31 %, 0.23 % at 1/64 (12/3
+    jumps: first order or a little better). The fields of the earlier per-grid draw gave 1.1 %,
+    1.0 % against FD(33), which was then 1.1 % off."""
     from solvers.darcy import DarcyFD, solve
     from solvers.darcy_fem import grid_points, grid_to_points
 
@@ -141,10 +145,13 @@ def test_stored_square_pressure_re_solved_by_fd_agrees_to_discretisation_error(r
         for b, i in enumerate(idx):
             p = np.asarray(ds["pressure"][b], dtype=np.float64)
             u33, _ = solve(a_grid[b])
-            assert rel(p, grid_to_points(xy, 33, box) @ u33.ravel()) < 0.02
             s = 257
             u_ref, _ = solve(gen.coefficient_at(grid_points(s, box), seed, np.array([i]))[0].reshape(s, s))
-            errs.append(rel(p, grid_to_points(xy, s, box) @ u_ref.ravel()))
+            ref_at_nodes, fd33_at_nodes = grid_to_points(xy, s, box) @ u_ref.ravel(), grid_to_points(xy, 33, box) @ u33.ravel()
+            fd33_error = rel(fd33_at_nodes, ref_at_nodes)
+            assert fd33_error < 0.03
+            assert rel(p, fd33_at_nodes) < 1.1 * fd33_error
+            errs.append(rel(p, ref_at_nodes))
         ref_errors.append(errs)
     coarse, fine = np.array(ref_errors)
     assert coarse.max() < 0.01 and fine.max() < 0.004

@@ -21,7 +21,7 @@ class GridKind(ViewKind):
     name = "grid"
 
     def dataset(self, path: str | os.PathLike, split: str | None, task: Any, view: Any, purpose: str = "train") -> GridDataset:
-        """One split of the file in memory (the view has no parameters; ``purpose`` changes nothing)."""
+        """One split of the file in memory, coordinates as ``view.coords`` says (``purpose`` changes nothing)."""
         from ..torch_data import GridDataset
 
-        return GridDataset(path, split, task)
+        return GridDataset(path, split, task, coords=getattr(view, "coords", "file"))
