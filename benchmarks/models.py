@@ -152,9 +152,10 @@ def family_of(config: Mapping[str, Any], dataset: str) -> str | None:
     view = (ds.get("view") or {}).get("kind", "auto")
     if solver == "darcy_fd":
         params = ((config.get("sources") or {}).get(ds.get("source")) or {}).get("params") or {}
-        plain = "darcy_continuum2d" if params.get("grf_convention") == "kl" else "darcy2d"
-        return {"inverse": "darcy_inverse2d", "auto": plain}.get(view)
-    if solver == "burgers" and view == "auto":
+        # the continuum-attention sets: N(0, 12^2 (-Laplacian + 36 I)^-2), the FNO ones tau = 3
+        plain = "darcy_continuum2d" if float(params.get("tau", 3.0)) != 3.0 else "darcy2d"
+        return {"inverse": "darcy_inverse2d", "auto": plain, "grid": plain}.get(view)
+    if solver == "burgers" and view in ("auto", "grid"):
         return "burgers1d"
     if solver == "lorenz63" and view == "series":
         return "lorenz63"

@@ -47,9 +47,17 @@ spsolve on the same matrices. The DST is fastest when s - 1 has small prime fact
 2^2 3 5 7); at s = 416 (415 = 5 x 83) each transform is about 2.5 x slower and a solve takes
 about 0.22 s CPU (piecewise or lognormal, ~24 iterations).
 
-Protocol check (50 samples at 421, defaults): interior RMS of u 6.94e-3, mean u 5.69e-3, mean
-per-sample max 1.36e-2, fraction of nodes at 12: 0.49 +- 0.06; the published files have about
-6.9e-3, 5.7e-3, 1.3e-2 and 0.50 +- 0.05 (PROTOCOLS.md). With low = 4 the RMS is 5.97e-3.
+Protocol check (50 samples at 421, defaults: the KL field at the nodes, drawn mode by mode):
+interior RMS of u 6.87e-3, mean u 5.64e-3, mean per-sample max 1.35e-2, fraction of nodes at 12:
+0.49 +- 0.05; the published files have about 6.9e-3, 5.7e-3, 1.3e-2 and 0.50 +- 0.05
+(PROTOCOLS.md). (The FNO convention at the cell centres with the per-grid draw, the default before
+2026-11: 6.94e-3, 5.69e-3, 1.36e-2, 0.49 +- 0.06.) With low = 4 the RMS is 5.97e-3.
+
+Resolution. Sample i's Gaussian field is the same function at every s (:mod:`solvers.grf`, draw
+"modes"), so a set regenerated at 2 s - 1 nodes shares sample i's coefficient at every second node
+except next to the interface, where the finer field's extra modes move the zero level set
+(measured at 43 / 85: 0.48 % of the shared nodes differ, 97 % of them within one node of the
+interface; tests/solvers/test_darcy.py).
 
 The FNO group's MATLAB pipeline (``solve_gwf.m``) is the generator ``darcy_fno_exact``
 (:func:`solve_fno_matlab`): the thresholded field taken as cell-centre values (i + 1/2)/s,

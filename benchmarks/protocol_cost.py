@@ -1,0 +1,680 @@
+"""Cost on this CPU of every published training protocol of the paper profile: epochs, training samples, batch, s/epoch, hours.
+
+    python -m benchmarks.protocol_cost [--configfile config/default.yaml ...] [--pairs darcy/ono,lorenz63/tno]
+                                       [--threads 2] [--out benchmarks/results/protocol_cost.json] [--smoke]
+
+Which protocols. The (dataset, model) pairs of the config's ``targets`` (``results/<dataset>_<model>.json``,
+split as the workflow's wildcards split it: the longest dataset and model names first) and of every
+entry ``<dataset>/<model>/<statistic>`` of ``config/reference.yaml`` (read by
+:func:`opflow.report.load_reference`) whose dataset and model are configured: every pair the
+profile trains or has a published number for (:func:`published_protocols`).
+
+What a protocol is. Its run config resolved as the workflow resolves it (:func:`opflow.config.resolve_run`:
+``training`` < ``models.<m>.training`` < ``datasets.<d>.training``, merged by
+:meth:`opflow.config.WorkflowConfig.train_config`): the epochs, batch size, optimiser, loss (and
+derivative regulariser), its reduction, clipping and normalisers, the model at its paper
+configuration, the dataset's task and view. The training samples are the view's training items:
+``datasets.<d>.train`` samples, times the teacher-forced pairs per trajectory for ``window`` views
+(NS: 1000 x 10 target frames = 10,000 pairs; ``ns_v1e-5_tgen``: 1000 x 8).
+
+The data: synthetic values, real shapes, the real pipeline. No solver runs. Per source, the
+generator is built from the config (its ``dims()`` and ``fields()``: grid size, frames, mesh nodes,
+channels, dtypes) and its ``generate`` replaced by random values of those shapes (positive floats,
+counts equal to their dimension, random connectivity); :func:`solvers.generate.write_shard` writes
+that shard and :func:`opflow.data.transforms.derive` subsamples it to the dataset's resolution and
+splits (the workflow's own two steps), and :func:`opflow.data.views.make_dataset` reads it through
+the dataset's view (grid, series with globals, mesh with input sets, window pairs and rollouts,
+one_step, inverse with its coarse query grid). The synthetic file holds one protocol batch of
+training items and one of test samples.
+
+What is timed. The workflow's trainer itself (:class:`opflow.train.Trainer`: ``setup`` builds the
+model through :func:`opflow.train.build_for_data`, the normalisers, the optimiser and the schedule),
+one training step being one :meth:`~opflow.train.Trainer.epoch` over a list holding one collated
+batch of the protocol's size: forward, loss (with its regulariser), backward, clipping, optimiser
+and scheduler step, exactly the code of a training run (the test evaluation switched off by
+``eval_every``; the data loader, which only cuts and collates tensors already in memory, is not
+timed). ``torch.set_num_threads(--threads)`` (default 2, and the BLAS/OpenMP variables of the
+child process).
+
+* probe: one step at batch 1 (the first call, so also a warm-up); its time and peak memory
+  (:class:`benchmarks.models.PeakMemory`) times the batch predict the protocol step;
+* predicted step above ``--max-step-s`` (default 240 s) or memory above the cap (half of
+  ``MemAvailable`` at the start): not measured at the protocol batch, with the reason; one more
+  batch-1 step is timed (when the probe took at most 60 s) and recorded as ``batch1_step_s``, with
+  ``batch1_x_batch_s`` = batch times it: an extrapolation, kept apart from the measured numbers;
+* otherwise one warm-up step at the protocol batch (two when it took under 1 s; none when the
+  probe predicts over 60 s: the probe warmed the code paths), whose time sets the timed steps
+  (:func:`benchmarks.common.timed_repeats`): about ``--phase-s`` seconds of them, 3 to 10; a step
+  over 20 s: 2 timed steps, over 60 s: 1 (both marked ``few_steps``); the median is the step time;
+* then, with ``--compare-threads N`` (default 1), one warm-up and the timed steps again with N
+  threads (skipped when that warm-up step takes over ``--compare-max-step-s``): on a shared 2-core
+  machine two OpenMP threads can be many times slower than one (a thread waits for the other's
+  core at every parallel region), and the comparison shows how much of a 2-thread time is that.
+
+s/epoch = ceil(train samples / batch) x the median step (``steps_per_epoch``: the loader keeps the
+last, smaller batch, so ceil); hours = epochs x s/epoch / 3600. The test evaluation that a run makes
+every ``eval_every`` epochs (every epoch in the paper profile; a rollout of whole trajectories for
+``window`` views) is timed too on one test batch (:func:`opflow.inference.test_errors`) and reported
+apart (``eval_s_per_epoch``, ``eval_share``); the final evaluation (test split, zero-shot
+resolutions, eval sets) runs once and is not counted. Pairs whose step is the same computation
+(same model, training settings, view kind and item shapes: the three noise levels of an inverse
+set, ``ns_v1e-5`` / ``ns_v1e-5_tgen``, the lognormal / piecewise 416 sets) are measured once and
+the others carry ``measured_with``.
+
+Each measurement runs in its own ``python -m benchmarks.protocol_cost --child`` process (its own
+peak memory and a time-out, ``--timeout-s``); the load average before and after each, and the
+process CPU time over the timed steps (``cpu_share``: CPU seconds per wall second, about
+``--threads`` on an idle machine), are recorded: the machine is shared.
+
+``--smoke``: config/default.yaml + config/quick.yaml (the small models), a handful of pairs that
+cover the view kinds (:data:`SMOKE_PAIRS`), batch at most 2, one step, in-process; seconds, no claim
+about timings; writes the result only where ``--out`` says.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import re
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from benchmarks.common import loadavg, machine, timed_repeats, utc_timestamp, write_json_atomic
+
+ROOT = Path(__file__).resolve().parents[1]
+DEFAULT_OUT = "benchmarks/results/protocol_cost.json"
+REFERENCE = "config/reference.yaml"
+#: the wall-clock budget a protocol is compared with (the "fits" column)
+FIT_HOURS = 2.5
+#: one pair per view kind (grid 2D / 1D, inverse, series + globals, window, one_step, mesh + input sets)
+SMOKE_PAIRS = (
+    ("darcy", "ono"),
+    ("burgers512", "fno1d"),
+    ("darcy_inverse141_eps0", "gt_inverse"),
+    ("lorenz63", "tno"),
+    ("ns_v1e-5", "fno"),
+    ("kolmogorov", "vitno"),
+    ("elasticity_multi", "gnot"),
+)
+#: the training settings that change what a step computes (the dedupe key, with model, view and shapes)
+STEP_KEYS = (
+    "batch_size", "optimizer", "weight_decay", "loss", "grad_weight", "grad_form", "loss_space", "loss_reduction",
+    "grad_clip", "input_normalizer", "output_normalizer", "scheduler", "precision",
+)
+
+
+# --------------------------------------------------------------------------- which protocols
+
+
+def published_protocols(config: Mapping[str, Any], reference: str | os.PathLike[str] | None) -> list[dict[str, Any]]:
+    """The (dataset, model) pairs of ``targets`` and of the published numbers of ``reference``, in
+    that order: ``{"dataset", "model", "target", "reference": [entries]}``; reference keys whose dataset
+    or model this config lacks (published baselines opflow does not have) are left out."""
+    from opflow.report import load_reference
+
+    datasets, models = config.get("datasets") or {}, config.get("models") or {}
+    alt = lambda names: "|".join(re.escape(n) for n in sorted(names, key=len, reverse=True))  # noqa: E731
+    pat = re.compile(rf"(?:^|/)results/({alt(datasets)})_({alt(models)})\.json$")
+    pairs: dict[tuple[str, str], dict[str, Any]] = {}
+    for t in config.get("targets") or []:
+        m = pat.search(str(t))
+        if m:
+            pairs.setdefault((m.group(1), m.group(2)), {"dataset": m.group(1), "model": m.group(2), "target": True, "reference": []})
+    for e in load_reference(reference) if reference else []:
+        if e.dataset in datasets and e.model in models:
+            p = pairs.setdefault((e.dataset, e.model), {"dataset": e.dataset, "model": e.model, "target": False, "reference": []})
+            p["reference"].append({"key": e.key, "paper": e.paper, "table": e.table, "value": e.value, "relation": e.relation})
+    return list(pairs.values())
+
+
+def reference_label(refs: Sequence[Mapping[str, Any]]) -> str:
+    """``paper: table; ...`` of a pair's published numbers (each distinct table once)."""
+    seen: dict[str, None] = {}
+    for r in refs:
+        seen.setdefault(f"{r['paper']}: {r['table']}", None)
+    return "; ".join(seen) if seen else "none (target only)"
+
+
+# --------------------------------------------------------------------------- synthetic data
+
+
+def _fake_generate(gen: Any) -> Any:
+    """``gen.generate`` replaced by random arrays of its fields' shapes and dtypes (module docstring)."""
+    import numpy as np
+
+    dims, fields = gen.dims(), gen.fields()
+
+    def generate(seed: int, idx: Any) -> dict[str, Any]:
+        rng = np.random.default_rng([seed, int(idx[0])])
+        out = {}
+        for name, f in fields.items():
+            shape = (len(idx), *[dims[d] for d in f.dims])
+            dt = np.dtype(f.dtype)
+            if dt.kind in "iu":
+                if name.endswith("_count") and name[: -len("_count")] in dims:  # every point / cell real
+                    a = np.full(shape, dims[name[: -len("_count")]], dt)
+                elif "node" in dims:  # connectivity
+                    a = rng.integers(0, dims["node"], shape).astype(dt)
+                else:
+                    a = np.zeros(shape, dt)
+            elif f.role == "coordinate":
+                a = rng.random(shape).astype(dt)
+            else:
+                a = (1.0 + rng.random(shape)).astype(dt)  # positive, never zero: relative errors, H1 weights
+            out[name] = a
+        return out
+
+    gen.generate = generate
+    return gen
+
+
+def synthetic_source(wf: Any, source: str, n: int, folder: Path) -> Path:
+    """A shard of ``n`` synthetic samples of ``sources.<source>`` (:func:`solvers.generate.write_shard`)."""
+    from solvers.base import get_generator
+    from solvers.generate import write_shard
+
+    src = wf.sources[source]
+    gen = _fake_generate(get_generator(src.solver).from_config(src.params, where=f"sources.{source}.params"))
+    return write_shard(gen, src.seed, 0, n, folder / f"{source}-{n}.nc", progress=False)
+
+
+def synthetic_dataset(wf: Any, dataset: str, n_train: int, n_test: int, folder: Path, shards: Mapping[str, Path]) -> Path:
+    """The derived file of ``dataset`` (its resolution, ``n_train`` + ``n_test`` samples) from its source's shard."""
+    from opflow.data.transforms import derive
+
+    ds = wf.datasets[dataset]
+    out = folder / f"{dataset}-{n_train}-{n_test}.nc"
+    if not out.exists():
+        derive(shards[ds.source], out, resolution=ds.resolution, n_train=n_train, n_test=n_test, name=dataset)
+    return out
+
+
+def _shape(v: Any) -> Any:
+    return list(v.shape) if hasattr(v, "shape") else v
+
+
+def item_shapes(ds: Any) -> dict[str, Any]:
+    """Shapes of a dataset's first item (the dedupe key and the record)."""
+    it = ds[0]
+    out = {k: _shape(v) for k, v in it.items() if k not in ("index", "input_sets")}
+    if it.get("input_sets"):
+        out["input_sets"] = [{k: _shape(v) for k, v in s.items()} for s in it["input_sets"]]
+    return out
+
+
+# --------------------------------------------------------------------------- the plan
+
+
+def plan(config: Mapping[str, Any], pairs: Sequence[Mapping[str, Any]], folder: Path, *, smoke_batch: int | None = None) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """Per pair: the resolved run, the protocol's numbers, a synthetic data file and the dedupe key.
+
+    Returns ``(entries, failed)``; an entry's ``spec`` is what the child process measures."""
+    from opflow.config import parse_workflow, resolve_run
+    from opflow.data.views import make_dataset
+
+    wf = parse_workflow(config)
+    runs, failed = [], []
+    for p in pairs:
+        d, m = p["dataset"], p["model"]
+        try:
+            run = resolve_run(wf, d, m)
+        except Exception as e:  # a pair the config cannot resolve: recorded, not measured
+            failed.append({**p, "error": f"resolve_run: {type(e).__name__}: {e}"})
+            continue
+        batch = int(run["training"]["batch_size"])
+        if smoke_batch is not None:
+            batch = min(batch, smoke_batch)
+            run["training"]["batch_size"] = batch
+        runs.append((p, run, batch))
+    # one shard per source, as large as its largest (train + test) file
+    need: dict[str, int] = {}
+    for p, run, batch in runs:
+        ds = wf.datasets[p["dataset"]]
+        need[ds.source] = max(need.get(ds.source, 0), batch + min(batch, ds.test))
+    shards: dict[str, Path] = {}
+    for src, n in need.items():
+        shards[src] = synthetic_source(wf, src, n, folder)
+    entries = []
+    for p, run, batch in runs:
+        d, m = p["dataset"], p["model"]
+        ds = wf.datasets[d]
+        n_file_test = min(batch, ds.test)
+        try:
+            path = synthetic_dataset(wf, d, batch, n_file_test, folder, shards)
+            view = run.get("view")
+            tr = make_dataset(path, "train", run.get("task"), view, purpose="train")
+            te = make_dataset(path, "test", tr.task, view, purpose="rollout")
+        except Exception as e:
+            failed.append({**p, "error": f"synthetic data: {type(e).__name__}: {e}"})
+            continue
+        per_sample = len(tr) / batch  # training items per sample: teacher-forced pairs of a window view
+        n_train = int(round(per_sample * ds.train))
+        steps = math.ceil(n_train / batch)
+        tc = run["training"]
+        test_item = item_shapes(te)
+        shapes = {"train_item": item_shapes(tr), "test_item": test_item}
+        key = json.dumps(
+            {"model": m, "model_config": run["model_config"], "training": {k: tc.get(k) for k in STEP_KEYS},
+             "view": getattr(tr, "kind", None), "shapes": shapes},
+            sort_keys=True, default=str,
+        )
+        entries.append({
+            **p,
+            "epochs": int(tc["epochs"]),
+            "batch": batch,
+            "train_samples": n_train,
+            "train_items_per_sample": per_sample,
+            "dataset_train": ds.train,
+            "test_samples": ds.test,
+            "eval_every": int(tc["eval_every"]),
+            "steps_per_epoch": steps,
+            "eval_batches": math.ceil(ds.test / batch),
+            "rollout_steps": int(test_item.get("rollout_steps") or 0),
+            "view": getattr(tr, "kind", None),
+            "shapes": shapes,
+            "training": {k: tc.get(k) for k in STEP_KEYS + ("epochs", "lr", "scheduler")},
+            "model_config": run["model_config"],
+            "key": key,
+            "spec": {"run": run, "data": str(path)},
+        })
+    return entries, failed
+
+
+# --------------------------------------------------------------------------- one measurement
+
+
+def measure(spec: Mapping[str, Any]) -> dict[str, Any]:
+    """Time the protocol's training step through the workflow's Trainer (module docstring)."""
+    import torch
+
+    from benchmarks.models import PeakMemory
+    from opflow.config import TrainConfig
+    from opflow.data.torch_data import make_loader
+    from opflow.inference import test_errors
+    from opflow.models.base import count_parameters
+    from opflow.runtime import DistInfo
+    from opflow.train import Trainer
+
+    threads, s = int(spec["threads"]), spec["settings"]
+    torch.set_num_threads(threads)
+    run = json.loads(json.dumps(spec["run"]))  # a copy
+    tr = run["training"]
+    # OneCycle's length and the "last epoch evaluates" rule only: the timed steps never reach either
+    tr.update({"epochs": max(int(tr["epochs"]), 1000), "eval_every": 10**9, "device": "cpu", "data_on_device": False, "num_workers": 0, "threads": threads})
+    cfg = TrainConfig.from_dict(tr, "run.training")
+    batch = cfg.batch_size
+    load0 = loadavg()
+    with tempfile.TemporaryDirectory(prefix="protocol_cost_") as work:
+        t0 = time.perf_counter()
+        trainer = Trainer(run, cfg, DistInfo(), torch.device("cpu"), spec["data"], work, progress=False)
+        trainer.setup()
+        trainer.resume(restart=True)
+        setup_s = time.perf_counter() - t0
+        full = next(iter(trainer.loader))
+        one = next(iter(make_loader(trainer.train_ds, 1, shuffle=False)[0]))
+        test_batch = next(iter(trainer.test_loader))
+        if full["inputs"].shape[0] != batch:
+            raise RuntimeError(f"the synthetic training split gave a batch of {full['inputs'].shape[0]}, not {batch}")
+        out: dict[str, Any] = {"parameters": count_parameters(trainer.model), "setup_s": setup_s, "threads": torch.get_num_threads()}
+
+        def save() -> None:  # what is measured so far, for the parent when this process runs out of time
+            if spec.get("progress"):
+                Path(spec["progress"]).write_text(json.dumps(out))
+
+        def step_with(b: Any) -> Any:
+            def step() -> None:
+                trainer.train_batches = [b]
+                trainer.epoch(0)
+
+            return step
+
+        mem = PeakMemory("cpu")
+        mem.start()
+        probe_s = timed_repeats(step_with(one), 1)[0]
+        probe_mem = mem.peak()
+        out["probe_batch1"] = {"step_s": probe_s, "peak_memory_bytes": probe_mem, "note": "first call: includes the warm-up"}
+        save()
+        pred_s, pred_mem = probe_s * batch, probe_mem * batch
+        why = []
+        if batch > 1 and pred_s > s["max_step_s"]:
+            why.append(f"a batch-1 step took {probe_s:.3g} s: a step of batch {batch} would take about {pred_s:.0f} s > --max-step-s {s['max_step_s']:g}")
+        if batch > 1 and pred_mem > s["memory_cap_bytes"]:
+            why.append(f"a batch-1 step used {probe_mem / 2**30:.3g} GiB: batch {batch} would need about {pred_mem / 2**30:.3g} GiB > the cap {s['memory_cap_bytes'] / 2**30:.3g} GiB")
+        if why:
+            out["not_measured"] = "; ".join(why)
+            if probe_s <= 60:
+                b1 = timed_repeats(step_with(one), 1)[0]
+                out["batch1_step_s"] = b1
+                out["batch1_x_batch_s"] = b1 * batch
+            out["loadavg"] = {"start": load0, "end": loadavg()}
+            return out
+        # warm-up at the protocol batch (its time is the estimate that sets the repeats); none where
+        # the probe predicts over 60 s (one timed step, warmed by the probe) or the batch is 1 (the probe was it)
+        est = pred_s
+        warm = [] if batch == 1 or pred_s > 60 else timed_repeats(step_with(full), 1)
+        if warm and warm[-1] < 1:
+            warm += timed_repeats(step_with(full), 1)
+        est = warm[-1] if warm else est
+        if est > 60:
+            reps, few = 1, True
+        elif est > 20:
+            reps, few = 2, True
+        else:
+            reps, few = int(min(s["max_repeats"], max(s["min_repeats"], round(s["phase_s"] / max(est, 1e-9))))), False
+        mem.start()
+        load_t0 = loadavg()
+        cpu0 = time.process_time()
+        times = timed_repeats(step_with(full), reps)
+        cpu = time.process_time() - cpu0
+        out.update({
+            "step_s": {"median": statistics.median(times), "min": min(times), "max": max(times), "all": times, "warmup": warm},
+            "timed_steps": reps,
+            "few_steps": few,
+            "cpu_share": cpu / sum(times),
+            "peak_memory_bytes": mem.peak(),
+            "loadavg_timed": {"start": load_t0, "end": loadavg()},
+        })
+        save()
+        # the same steps with --compare-threads (the cores are shared: one thread can beat two)
+        cmp_n = s.get("compare_threads")
+        if cmp_n and cmp_n != threads:
+            torch.set_num_threads(int(cmp_n))
+            c_warm = timed_repeats(step_with(full), 1)[0]
+            if c_warm <= s["compare_max_step_s"]:
+                c_reps = 2 if c_warm > 20 else int(min(s["max_repeats"], max(s["min_repeats"], round(s["phase_s"] / max(c_warm, 1e-9)))))
+                cpu0 = time.process_time()
+                c_times = timed_repeats(step_with(full), c_reps)
+                cpu = time.process_time() - cpu0
+                out["compare_threads"] = {
+                    "threads": int(cmp_n), "step_s": {"median": statistics.median(c_times), "min": min(c_times), "max": max(c_times), "all": c_times, "warmup": [c_warm]},
+                    "cpu_share": cpu / sum(c_times), "loadavg_end": loadavg(),
+                }
+            else:
+                out["compare_threads_skipped"] = f"its warm-up step took {c_warm:.3g} s > --compare-max-step-s {s['compare_max_step_s']:g}"
+            torch.set_num_threads(threads)
+        # the test evaluation of an epoch, on one test batch (a rollout for window views)
+        ev = []
+        if s["eval"]:
+            one_eval = lambda: test_errors(trainer.model, [test_batch], trainer.norms, trainer.dev)  # noqa: E731
+            first = timed_repeats(one_eval, 1)[0]
+            ev = [first] if first > 20 or out["step_s"]["median"] > 20 else timed_repeats(one_eval, 2)
+        out["eval_batch_s"] = statistics.median(ev) if ev else None
+        out["eval_batch_samples"] = int(test_batch["inputs"].shape[0])
+        out["loadavg"] = {"start": load0, "end": loadavg()}
+        return out
+
+
+def _child_env(threads: int) -> dict[str, str]:
+    from benchmarks.models import _child_env as env
+
+    return env(threads)
+
+
+def run_child(spec: Mapping[str, Any], timeout_s: float) -> dict[str, Any]:
+    """:func:`measure` in a fresh process; ``{"error": ...}`` on failure or time-out (with what it
+    had measured by then: the probe, the timed steps before the evaluation)."""
+    progress = Path(tempfile.mkstemp(suffix=".json")[1])
+    with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as fh:
+        json.dump({**spec, "progress": str(progress)}, fh)
+    cmd = [sys.executable, "-m", "benchmarks.protocol_cost", "--child", fh.name]
+    try:
+        r = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout_s, cwd=ROOT, env=_child_env(int(spec["threads"])))
+    except subprocess.TimeoutExpired:
+        partial = json.loads(progress.read_text() or "{}")
+        why = f"did not finish within --timeout-s {timeout_s:g} s"
+        if "step_s" in partial:  # the timed steps are done; the comparison or the evaluation ran out of time
+            return {**partial, "incomplete": why, "loadavg": {"start": None, "end": loadavg()}}
+        return {**partial, "error": why}
+    finally:
+        os.unlink(fh.name)
+        progress.unlink(missing_ok=True)
+    lines = r.stdout.strip().splitlines()
+    if r.returncode != 0 or not lines:
+        tail = (r.stderr.strip().splitlines() or ["(no output)"])[-1]
+        return {"error": f"exit {r.returncode}: {tail}"}
+    return json.loads(lines[-1])
+
+
+def run_inline(spec: Mapping[str, Any]) -> dict[str, Any]:
+    try:
+        return measure(spec)
+    except Exception as e:  # the recorded reason
+        return {"error": f"{type(e).__name__}: {e}"}
+
+
+# --------------------------------------------------------------------------- records and tables
+
+
+def record(entry: Mapping[str, Any], r: Mapping[str, Any], measured_with: str | None = None) -> dict[str, Any]:
+    """One protocol's row of the result: its numbers, what was measured, s/epoch and hours."""
+    rec = {k: v for k, v in entry.items() if k not in ("spec", "key")}
+    rec["reference_label"] = reference_label(entry["reference"])
+    rec["measured_with"] = measured_with
+    rec["measurement"] = dict(r)
+    med = (r.get("step_s") or {}).get("median")
+    rec["step_s"] = med
+    rec["parameters"] = r.get("parameters")
+    rec["timed_steps"] = r.get("timed_steps", 0)
+    rec["few_steps"] = r.get("few_steps", False)
+    if med is None:
+        rec["s_per_epoch"] = rec["hours"] = rec["fits"] = None
+        rec["not_measured"] = r.get("not_measured") or r.get("error") or "not measured"
+        if r.get("batch1_x_batch_s"):
+            est_epoch = entry["steps_per_epoch"] * r["batch1_x_batch_s"]
+            rec["extrapolated"] = {
+                "from": "a warm batch-1 step times the batch (not measured at the protocol batch)",
+                "s_per_epoch": est_epoch,
+                "hours": entry["epochs"] * est_epoch / 3600,
+            }
+        return rec
+    s_epoch = entry["steps_per_epoch"] * med
+    rec["s_per_epoch"] = s_epoch
+    rec["hours"] = entry["epochs"] * s_epoch / 3600
+    rec["fits"] = rec["hours"] <= FIT_HOURS
+    c = r.get("compare_threads")
+    if c:
+        rec["compare_threads"] = {
+            "threads": c["threads"], "step_s": c["step_s"]["median"], "s_per_epoch": entry["steps_per_epoch"] * c["step_s"]["median"],
+            "hours": entry["epochs"] * entry["steps_per_epoch"] * c["step_s"]["median"] / 3600,
+        }
+    if r.get("eval_batch_s") is not None:
+        ev = entry["eval_batches"] * r["eval_batch_s"]
+        rec["eval_s_per_epoch"] = ev / entry["eval_every"]
+        rec["eval_share"] = rec["eval_s_per_epoch"] / s_epoch
+        rec["hours_with_eval"] = entry["epochs"] * (s_epoch + rec["eval_s_per_epoch"]) / 3600
+    return rec
+
+
+def _dur(s: float | None) -> str:
+    if s is None:
+        return "-"
+    return f"{s:.3g} s" if s < 100 else f"{s / 60:.3g} min" if s < 3600 else f"{s / 3600:.3g} h"
+
+
+def markdown_table(result: Mapping[str, Any]) -> str:
+    """The Markdown table of the result: one row per protocol (s/step, s/epoch, hours: ``torch_threads``
+    threads; the last column: the same steps with ``--compare-threads``)."""
+    n_cmp = result.get("settings", {}).get("compare_threads")
+    cmp = f"s/epoch (h) with {n_cmp} thread{'s' if n_cmp != 1 else ''}" if n_cmp else "other threads"
+    lines = [
+        f"| protocol | published reference | epochs | train samples | batch | params | s/step (steps timed) | s/epoch | hours | fits in {FIT_HOURS:g} h | eval share | {cmp} |",
+        "|---|---|---:|---:|---:|---:|---:|---:|---:|---|---:|---:|",
+    ]
+    for r in result["protocols"]:
+        n = f"{r['train_samples']:,}"
+        if r["train_items_per_sample"] != 1:
+            n += f" ({r['dataset_train']:,} x {r['train_items_per_sample']:g})"
+        params = f"{r['parameters']:,}" if r.get("parameters") else "-"
+        if r["s_per_epoch"] is None:
+            why = r["not_measured"]
+            if r.get("extrapolated"):
+                why += f"; extrapolated, not measured: {_dur(r['extrapolated']['s_per_epoch'])}/epoch, {r['extrapolated']['hours']:.3g} h"
+            step, epoch, hours, fits = "not measured", f"({why})", "-", "?"
+        else:
+            step = f"{r['step_s']:.3g} ({r['timed_steps']}{', few' if r['few_steps'] else ''})"
+            if r.get("measured_with"):
+                step += f" = {r['measured_with']}"
+            epoch, hours, fits = _dur(r["s_per_epoch"]), f"{r['hours']:.3g}", "yes" if r["fits"] else "no"
+        share = f"{r['eval_share']:.0%}" if r.get("eval_share") is not None else "-"
+        c = r.get("compare_threads")
+        other = f"{_dur(c['s_per_epoch'])} ({c['hours']:.3g} h)" if c else "-"
+        lines.append(
+            f"| {r['dataset']}/{r['model']} | {r['reference_label']} | {r['epochs']} | {n} | {r['batch']} | {params} | {step} | {epoch} | {hours} | {fits} | {share} | {other} |"
+        )
+    for f in result.get("failed", []):
+        lines.append(f"| {f['dataset']}/{f['model']} | {reference_label(f['reference'])} | | | | | failed: {f['error']} | | | | | |")
+    return "\n".join(lines)
+
+
+def summarize(result: Mapping[str, Any]) -> list[str]:
+    """The SUMMARY.md lines (opflow bench): the counts, then the table."""
+    rows = result.get("protocols", [])
+    measured = [r for r in rows if r["s_per_epoch"] is not None]
+    fit = [r for r in measured if r["fits"]]
+    m = result.get("machine", {})
+    return [
+        f"- {len(rows)} published protocols, {len(measured)} measured, {len(fit)} fit in {FIT_HOURS:g} h on this CPU "
+        f"({m.get('cpu_model', '?')}, {result.get('torch_threads')} threads, load {m.get('loadavg_start')} -> {m.get('loadavg_end')})",
+        "",
+        markdown_table(result),
+    ]
+
+
+# --------------------------------------------------------------------------- main
+
+
+def _cpu_model() -> str:
+    import platform
+
+    try:
+        with open("/proc/cpuinfo") as fh:
+            for line in fh:
+                if line.lower().startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--configfile", action="append", default=None, help="config files, later ones winning (default: config/default.yaml; --smoke adds config/quick.yaml)")
+    ap.add_argument("--reference", default=REFERENCE, help="the published numbers (default config/reference.yaml)")
+    ap.add_argument("--pairs", default=None, help="comma-separated dataset/model pairs (default: every published protocol)")
+    ap.add_argument("--threads", type=int, default=None, help="torch threads of the timed steps (default 2; --smoke: 1)")
+    ap.add_argument("--compare-threads", type=int, default=1, help="also time the steps with this many threads (0: do not), for steps up to --compare-max-step-s")
+    ap.add_argument("--compare-max-step-s", type=float, default=40.0, help="skip the comparison when its warm-up step takes longer")
+    ap.add_argument("--min-repeats", type=int, default=3)
+    ap.add_argument("--max-repeats", type=int, default=10)
+    ap.add_argument("--phase-s", type=float, default=8.0, help="aimed seconds of timed steps per protocol (sets the repeats)")
+    ap.add_argument("--max-step-s", type=float, default=240.0, help="do not run a protocol-batch step predicted to take longer")
+    ap.add_argument("--max-memory-gb", type=float, default=None, help="memory cap of a step (default: half of MemAvailable at the start)")
+    ap.add_argument("--timeout-s", type=float, default=480.0, help="per distinct step (its subprocess)")
+    ap.add_argument("--no-eval", action="store_true", help="do not time the per-epoch test evaluation")
+    ap.add_argument("--out", default=None, help=f"result JSON (default {DEFAULT_OUT}; the smoke run writes only with --out)")
+    ap.add_argument("--smoke", action="store_true", help="quick configs, a few pairs, batch <= 2, one step, in-process (seconds)")
+    ap.add_argument("--child", default=None, help=argparse.SUPPRESS)
+    a = ap.parse_args(argv)
+    if a.child:
+        print(json.dumps(measure(json.loads(Path(a.child).read_text()))))
+        return 0
+    if a.threads is None:
+        a.threads = 1 if a.smoke else 2
+    if a.threads < 1 or a.compare_threads < 0:
+        ap.error("--threads must be at least 1 and --compare-threads at least 0")
+
+    from benchmarks.models import _memory_available
+    from opflow.config import load_config_files
+
+    files = a.configfile or ["config/default.yaml"] + (["config/quick.yaml"] if a.smoke else [])
+    config = load_config_files([str(ROOT / f) if not os.path.isabs(f) else f for f in files])
+    ref = ROOT / a.reference if not os.path.isabs(a.reference) else Path(a.reference)
+    pairs = published_protocols(config, ref)
+    if a.pairs or a.smoke:
+        want = [tuple(p.split("/")) for p in a.pairs.split(",")] if a.pairs else list(SMOKE_PAIRS)
+        have = {(p["dataset"], p["model"]): p for p in pairs}
+        bad = [w for w in want if len(w) != 2 or w[0] not in (config.get("datasets") or {}) or w[1] not in (config.get("models") or {})]
+        if bad:
+            ap.error(f"--pairs: {['/'.join(b) for b in bad]} are not configured dataset/model pairs")
+        pairs = [have.get(w) or {"dataset": w[0], "model": w[1], "target": False, "reference": []} for w in want]
+    if a.smoke:
+        a.min_repeats, a.max_repeats, a.phase_s = 1, 1, 0.0
+    avail = _memory_available("cpu")
+    cap = int(a.max_memory_gb * 2**30) if a.max_memory_gb else int((avail or 8 << 30) // 2)
+    settings = {
+        "min_repeats": a.min_repeats, "max_repeats": a.max_repeats, "phase_s": a.phase_s, "max_step_s": a.max_step_s,
+        "memory_cap_bytes": cap, "eval": not a.no_eval,
+        "compare_threads": 0 if a.smoke else a.compare_threads, "compare_max_step_s": a.compare_max_step_s,
+    }
+
+    import torch
+
+    load_start = loadavg()
+    t_run = time.perf_counter()
+    with tempfile.TemporaryDirectory(prefix="protocol_cost_data_") as tmp:
+        t0 = time.perf_counter()
+        entries, failed = plan(config, pairs, Path(tmp), smoke_batch=2 if a.smoke else None)
+        data_s = time.perf_counter() - t0
+        print(f"{len(entries)} protocols, {len({e['key'] for e in entries})} distinct steps; synthetic data in {data_s:.1f} s, load {loadavg()}", flush=True)
+        done: dict[str, tuple[str, dict[str, Any]]] = {}
+        rows = []
+        for e in entries:
+            name = f"{e['dataset']}/{e['model']}"
+            if e["key"] in done:
+                first, r = done[e["key"]]
+                rows.append(record(e, r, measured_with=first))
+                print(f"{name:>36}: the same step as {first}", flush=True)
+                continue
+            spec = {**e["spec"], "threads": a.threads, "settings": settings}
+            t0 = time.perf_counter()
+            r = run_inline(spec) if a.smoke else run_child(spec, a.timeout_s)
+            r["wall_s"] = time.perf_counter() - t0
+            done[e["key"]] = (name, r)
+            row = record(e, r)
+            rows.append(row)
+            if row["s_per_epoch"] is not None:
+                print(
+                    f"{name:>36}: batch {e['batch']:>2} step {row['step_s']:8.3g} s x {e['steps_per_epoch']:>5} steps = {_dur(row['s_per_epoch']):>9}/epoch, "
+                    f"{row['hours']:7.3g} h  ({row['timed_steps']} timed, cpu share {r['cpu_share']:.2f}, load {r['loadavg']['end']}, {r['wall_s']:.0f} s)",
+                    flush=True,
+                )
+            else:
+                print(f"{name:>36}: not measured: {row['not_measured']} ({r['wall_s']:.0f} s)", flush=True)
+    result: dict[str, Any] = {
+        "benchmark": "protocol_cost",
+        "created": utc_timestamp(),
+        "smoke": a.smoke,
+        "configfiles": files,
+        "reference": a.reference,
+        "device": "cpu",
+        "torch_threads": a.threads,
+        "fit_hours": FIT_HOURS,
+        "settings": settings | {"timeout_s": a.timeout_s, "isolation": "in-process" if a.smoke else "one subprocess per distinct step", "memory_available_bytes": avail},
+        "synthetic_data_s": data_s,
+        "evaluation_note": (
+            "hours = epochs x s/epoch (training steps only). The per-epoch test evaluation (eval_every; a rollout for window views) "
+            "is timed apart: eval_s_per_epoch, eval_share, hours_with_eval; the one final evaluation after training is not counted."
+        ),
+        "protocols": rows,
+        "failed": failed,
+        "wall_s": time.perf_counter() - t_run,
+    }
+    result["machine"] = machine(load_start, packages=["torch", "numpy"], cpu_model=_cpu_model(), torch_threads=a.threads, torch_version=torch.__version__)
+    print(markdown_table(result))
+    out = a.out or (None if a.smoke else DEFAULT_OUT)
+    if out is not None:
+        write_json_atomic(Path(out) if os.path.isabs(out) else ROOT / out, result)
+        print(f"wrote {out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
