@@ -132,6 +132,29 @@ def test_make_dataset_records_the_kind_and_auto_resolves_it(grid_file: Path) -> 
         kind_of(object())
 
 
+def test_a_grid_view_gives_the_models_unit_coordinates_on_request(tmp_path: Path, grid_file: Path) -> None:
+    """``view: {kind: grid, coords: unit}``: every axis mapped to [0, 1), x / period on a periodic axis
+    (the Burgers file on [0, 2 pi) as the published codes' [0, 1) grid), (x - x_0) / span on a node
+    axis; ``coords: file`` (the default) keeps the file's values and leaves the run hash alone."""
+    from solvers.burgers import Burgers
+    from solvers.generate import write_shard
+    from opflow.data.transforms import derive
+
+    src = write_shard(Burgers.from_config({"resolution": 64, "dt": 0.02}), 0, 0, 4, tmp_path / "b.nc", progress=False)
+    path = derive(src, tmp_path / "r32.nc", resolution=32, n_train=3, n_test=1, name="b")
+    physical = make_dataset(path, "train", None, parse_view({"kind": "grid"}, "view"))
+    unit = make_dataset(path, "train", None, parse_view({"kind": "grid", "coords": "unit"}, "view"))
+    np.testing.assert_allclose(physical.coords[:, 0].numpy(), 2 * np.pi * np.arange(32) / 32, rtol=1e-6)
+    np.testing.assert_allclose(unit.coords[:, 0].numpy(), np.arange(32) / 32, atol=1e-7)
+    assert torch.equal(unit.inputs, physical.inputs) and torch.equal(unit.target, physical.target)
+    nodes = make_dataset(grid_file, "train", None, parse_view({"kind": "grid", "coords": "unit"}, "view"))
+    assert float(nodes.coords.min()) == 0.0 and float(nodes.coords.max()) == 1.0
+    assert parse_view({"kind": "grid"}, "view").to_dict() == {"kind": "grid"}
+    assert parse_view({"kind": "grid", "coords": "unit"}, "view").to_dict() == {"kind": "grid", "coords": "unit"}
+    with pytest.raises(ConfigError, match="coords"):
+        parse_view({"kind": "grid", "coords": "pixels"}, "view")
+
+
 def test_registration_is_checked() -> None:
     class Nameless(ViewKind):
         def dataset(self, path, split, task, view, purpose="train"):  # type: ignore[override]
