@@ -4,6 +4,7 @@
     snakemake --cores 8 results/darcy_ono.json                # one paper protocol
     snakemake --cores 2 --configfile config/quick.yaml -- quick/results/darcy_ono.json
     snakemake --cores 8 report                                # results/report.md + report/index.html (rules/report.smk)
+    snakemake --cores 2 published/burgers512_fno1d/record.json # a paper run's committed record (rules/publish.smk)
     snakemake --profile profiles/slurm results/darcy_ono.json # on a SLURM cluster (docs/scale_out.md)
 
 The config (config/default.yaml, deep-merged with any --configfile) is checked as one typed tree
@@ -42,3 +43,4 @@ include: "rules/train.smk"
 include: "rules/evaluate.smk"
 include: "rules/targets.smk"
 include: "rules/report.smk"
+include: "rules/publish.smk"

@@ -399,6 +399,20 @@ def _report(a: argparse.Namespace) -> int:
     return run(a)
 
 
+def _publish_args(p: argparse.ArgumentParser) -> None:
+    from opflow.publish import add_arguments
+
+    add_arguments(p)
+
+
+@command("publish", _publish_args)
+def _publish(a: argparse.Namespace) -> int:
+    """Record a finished paper-protocol run under published/ (:mod:`opflow.publish`)."""
+    from opflow.publish import run
+
+    return run(a)
+
+
 def _bench_args(p: argparse.ArgumentParser) -> None:
     from opflow.bench import add_arguments
 

@@ -271,11 +271,17 @@ def build_report(
     by_pair: dict[tuple[str, str], Found] = {}
     for path, res in good:
         paper = hashes[(res.dataset, res.model)]
-        by_pair[(res.dataset, res.model)] = Found(path, res, protocol=paper is not None and paper == res.run_hash, paper_hash=paper)
+        found = Found(path, res, protocol=paper is not None and paper == res.run_hash, paper_hash=paper)
+        old = by_pair.get((res.dataset, res.model))
+        # a paper-protocol run beats a reduced one; between equals the committed record (published/) wins
+        if old is None or (found.protocol, "published" in path.parts) > (old.protocol, "published" in old.path.parts):
+            by_pair[(res.dataset, res.model)] = found
 
     def label(found: Found | None) -> str:
         if found is None:
             return "-"
+        if found.protocol and "published" in found.path.parts:
+            return f"{profile} (paper protocol, record {found.path.parent.name})"
         return f"{profile} (paper protocol)" if found.protocol else f"{profile} (reduced, not a reproduction)"
 
     rows: list[Row] = []

@@ -1,0 +1,76 @@
+"""Published records (opflow/publish.py, rules/publish.smk) as a specification.
+
+Only a run of the paper protocol (its run hash is the one config/default.yaml gives the pair) is
+published; its record holds the artefacts, the published numbers with ratios and the machine; the
+report takes a record as a paper-protocol result. And every record committed under published/ is
+still the paper profile's run: its hash equals the one the profile gives today.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from opflow.cli import main
+from opflow.config import load_config_files, resolve_run
+from opflow.publish import publish
+from opflow.report import DEFAULT_PAPER_CONFIG, build_report, load_reference, paper_hashes
+
+from report_helpers import PNG, results
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture()
+def paper_run(tmp_path: Path) -> Path:
+    """results/ and models/ of a pretend paper-profile run of burgers512 / fno1d (mean 0.005)."""
+    paper_hash = resolve_run(load_config_files([str(DEFAULT_PAPER_CONFIG)]), "burgers512", "fno1d")["hash"]
+    (tmp_path / "results").mkdir()
+    models = tmp_path / "models" / "burgers512_fno1d"
+    models.mkdir(parents=True)
+    results("burgers512", "fno1d", paper_hash, 0.005).save(tmp_path / "results/burgers512_fno1d.json")
+    (tmp_path / "results/burgers512_fno1d.png").write_bytes(PNG)
+    (models / "curves.csv").write_text("epoch,train_loss\n1,0.5\n")
+    (models / "train.log").write_text("epoch 1\n")
+    return tmp_path
+
+
+def test_a_paper_run_is_published_with_its_numbers_ratios_and_machine(paper_run: Path) -> None:
+    out = paper_run / "published/burgers512_fno1d"
+    rec = publish(paper_run / "results/burgers512_fno1d.json", out, git_commit="abc")
+    assert rec["run_hash"] == rec["paper_hash"]
+    assert sorted(p.name for p in out.iterdir()) == ["curves.csv", "prediction.png", "record.json", "result.json", "train.log"]
+    (entry,) = [p for p in rec["published"] if p["key"] == "burgers512/fno1d/mean"]
+    assert entry["published"] == 0.004373 and entry["ours"] == 0.005 and entry["ratio"] == pytest.approx(0.005 / 0.004373)
+    assert rec["machine"]["logical_cores"] >= 1 and rec["machine"]["torch"]
+    assert rec["rerun"] == "snakemake --cores 2 published/burgers512_fno1d/record.json"
+    assert json.loads((out / "record.json").read_text()) == rec
+    # the report reads the record as a paper-protocol result and prefers it to a reduced run of the pair
+    results("burgers512", "fno1d", "0123456789abcdef", 0.5).save(paper_run / "results/reduced.json")
+    rep = build_report([out / "result.json", paper_run / "results/reduced.json"], load_reference(), profile="default")
+    (row,) = [r for r in rep.rows if (r.dataset, r.model) == ("burgers512", "fno1d")]
+    assert row.ours == 0.005 and row.ratio == pytest.approx(0.005 / 0.004373) and "record burgers512_fno1d" in row.profile
+
+
+def test_a_run_that_is_not_the_paper_protocol_is_refused(paper_run: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = paper_run / "results/burgers512_fno1d.json"
+    results("burgers512", "fno1d", "0123456789abcdef", 0.005).save(path)
+    out = paper_run / "published/burgers512_fno1d"
+    assert main(["publish", str(path), "--out", str(out)]) == 2
+    assert "is not the paper profile's" in capsys.readouterr().out and not (out / "record.json").exists()
+
+
+RECORDS = sorted((REPO / "published").glob("*/record.json"))
+
+
+@pytest.mark.parametrize("record", RECORDS, ids=[r.parent.name for r in RECORDS])
+def test_every_committed_record_is_the_paper_profiles_run(record: Path) -> None:
+    """A record whose hash the paper profile no longer gives is stale: rerun it (its ``rerun`` command)."""
+    rec = json.loads(record.read_text())
+    pair = (rec["dataset"], rec["model"])
+    assert record.parent.name == f"{pair[0]}_{pair[1]}"
+    assert paper_hashes(DEFAULT_PAPER_CONFIG, [pair])[pair] == rec["run_hash"]
+    result = json.loads((record.parent / "result.json").read_text())
+    assert result["run_hash"] == rec["run_hash"]
