@@ -9,7 +9,6 @@ file is listed, not fatal; and the Snakemake target builds the same from a profi
 
 from __future__ import annotations
 
-import base64
 import re
 from pathlib import Path
 
