@@ -38,10 +38,14 @@ child process).
 
 * probe: one step at batch 1 (the first call, so also a warm-up); its time and peak memory
   (:class:`benchmarks.models.PeakMemory`) times the batch predict the protocol step;
-* predicted step above ``--max-step-s`` (default 240 s) or memory above the cap (half of
-  ``MemAvailable`` at the start): not measured at the protocol batch, with the reason; one more
-  batch-1 step is timed (when the probe took at most 60 s) and recorded as ``batch1_step_s``, with
-  ``batch1_x_batch_s`` = batch times it: an extrapolation, kept apart from the measured numbers;
+  when it took at most 10 s a second, warm batch-1 step replaces it in these predictions;
+* predicted step above ``--max-step-s`` (default 240 s) or memory above the cap (0.6 of
+  ``MemAvailable`` at the start; the children run one at a time): not measured at the protocol
+  batch, with the reason; a warm batch-1 step (the second probe, or one more step when the probe
+  took at most 60 s) is recorded as ``batch1_step_s``, with ``batch1_x_batch_s`` = batch times it:
+  an extrapolation, kept apart from the measured numbers. The child's address space is limited to
+  the cap plus :data:`ADDRESS_SPACE_SLACK`, so a batch-1 step that does not fit fails with an
+  allocation error in the child instead of waking the kernel's out-of-memory killer;
 * otherwise one warm-up step at the protocol batch (two when it took under 1 s; none when the
   probe predicts over 60 s: the probe warmed the code paths), whose time sets the timed steps
   (:func:`benchmarks.common.timed_repeats`): about ``--phase-s`` seconds of them, 3 to 10; a step
@@ -94,6 +98,11 @@ DEFAULT_OUT = "benchmarks/results/protocol_cost.json"
 REFERENCE = "config/reference.yaml"
 #: the wall-clock budget a protocol is compared with (the "fits" column)
 FIT_HOURS = 2.5
+#: address space a child may take beyond the memory cap (the interpreter, torch's libraries and thread
+#: stacks reserve a few GiB of virtual memory that is never resident)
+ADDRESS_SPACE_SLACK = 6 << 30
+#: the default memory cap of a step: this part of MemAvailable at the start (the children run one at a time)
+MEMORY_FRACTION = 0.6
 #: one pair per view kind (grid 2D / 1D, inverse, series + globals, window, one_step, mesh + input sets)
 SMOKE_PAIRS = (
     ("darcy", "ono"),
@@ -312,7 +321,7 @@ def measure(spec: Mapping[str, Any]) -> dict[str, Any]:
     cfg = TrainConfig.from_dict(tr, "run.training")
     batch = cfg.batch_size
     load0 = loadavg()
-    with tempfile.TemporaryDirectory(prefix="protocol_cost_") as work:
+    with tempfile.TemporaryDirectory(prefix="protocol_cost_", dir=spec.get("work_root")) as work:
         t0 = time.perf_counter()
         trainer = Trainer(run, cfg, DistInfo(), torch.device("cpu"), spec["data"], work, progress=False)
         trainer.setup()
@@ -342,6 +351,11 @@ def measure(spec: Mapping[str, Any]) -> dict[str, Any]:
         probe_mem = mem.peak()
         out["probe_batch1"] = {"step_s": probe_s, "peak_memory_bytes": probe_mem, "note": "first call: includes the warm-up"}
         save()
+        if probe_s <= 10:  # a second, warm batch-1 step: the first call's one-time costs times the batch mislead
+            mem.start()
+            warm_s = timed_repeats(step_with(one), 1)[0]
+            out["probe_batch1_warm"] = {"step_s": warm_s, "peak_memory_bytes": mem.peak()}
+            probe_s, probe_mem = warm_s, out["probe_batch1_warm"]["peak_memory_bytes"] or probe_mem
         pred_s, pred_mem = probe_s * batch, probe_mem * batch
         why = []
         if batch > 1 and pred_s > s["max_step_s"]:
@@ -350,8 +364,8 @@ def measure(spec: Mapping[str, Any]) -> dict[str, Any]:
             why.append(f"a batch-1 step used {probe_mem / 2**30:.3g} GiB: batch {batch} would need about {pred_mem / 2**30:.3g} GiB > the cap {s['memory_cap_bytes'] / 2**30:.3g} GiB")
         if why:
             out["not_measured"] = "; ".join(why)
-            if probe_s <= 60:
-                b1 = timed_repeats(step_with(one), 1)[0]
+            if "probe_batch1_warm" in out or probe_s <= 60:
+                b1 = out["probe_batch1_warm"]["step_s"] if "probe_batch1_warm" in out else timed_repeats(step_with(one), 1)[0]
                 out["batch1_step_s"] = b1
                 out["batch1_x_batch_s"] = b1 * batch
             out["loadavg"] = {"start": load0, "end": loadavg()}
@@ -421,26 +435,45 @@ def _child_env(threads: int) -> dict[str, str]:
 def run_child(spec: Mapping[str, Any], timeout_s: float) -> dict[str, Any]:
     """:func:`measure` in a fresh process; ``{"error": ...}`` on failure or time-out (with what it
     had measured by then: the probe, the timed steps before the evaluation)."""
-    progress = Path(tempfile.mkstemp(suffix=".json")[1])
-    with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as fh:
-        json.dump({**spec, "progress": str(progress)}, fh)
-    cmd = [sys.executable, "-m", "benchmarks.protocol_cost", "--child", fh.name]
+    progress = Path(tempfile.mkstemp(prefix="protocol_cost_", suffix=".json")[1])
+    spec_file = progress.with_name(progress.stem + "_spec.json")
+    spec_file.write_text(json.dumps({**spec, "progress": str(progress)}))
+    cmd = [sys.executable, "-m", "benchmarks.protocol_cost", "--child", str(spec_file)]
+    limit = int(spec["settings"]["memory_cap_bytes"]) + ADDRESS_SPACE_SLACK
+
+    def cap_memory() -> None:  # an allocation past the cap fails in the child (an error), before the OOM killer picks a process
+        import resource
+
+        resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
+
     try:
-        r = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout_s, cwd=ROOT, env=_child_env(int(spec["threads"])))
-    except subprocess.TimeoutExpired:
-        partial = json.loads(progress.read_text() or "{}")
-        why = f"did not finish within --timeout-s {timeout_s:g} s"
-        if "step_s" in partial:  # the timed steps are done; the comparison or the evaluation ran out of time
-            return {**partial, "incomplete": why, "loadavg": {"start": None, "end": loadavg()}}
-        return {**partial, "error": why}
+        try:
+            r = subprocess.run(
+                cmd, capture_output=True, text=True, timeout=timeout_s, cwd=ROOT, env=_child_env(int(spec["threads"])), preexec_fn=cap_memory
+            )
+        except subprocess.TimeoutExpired:
+            partial = partial_of(progress)
+            why = f"did not finish within --timeout-s {timeout_s:g} s"
+            if "step_s" in partial:  # the timed steps are done; the comparison or the evaluation ran out of time
+                return {**partial, "incomplete": why, "loadavg": {"start": None, "end": loadavg()}}
+            return {**partial, "error": why}
+        lines = r.stdout.strip().splitlines()
+        if r.returncode != 0 or not lines:
+            tail = (r.stderr.strip().splitlines() or ["(no output)"])[-1]
+            if r.returncode < 0:
+                tail = f"killed by signal {-r.returncode}{' (most likely out of memory)' if r.returncode == -9 else ''}; {tail}"
+            return {**partial_of(progress), "error": f"exit {r.returncode}: {tail}"}
+        return json.loads(lines[-1])
     finally:
-        os.unlink(fh.name)
+        spec_file.unlink(missing_ok=True)
         progress.unlink(missing_ok=True)
-    lines = r.stdout.strip().splitlines()
-    if r.returncode != 0 or not lines:
-        tail = (r.stderr.strip().splitlines() or ["(no output)"])[-1]
-        return {"error": f"exit {r.returncode}: {tail}"}
-    return json.loads(lines[-1])
+
+
+def partial_of(path: Path) -> dict[str, Any]:
+    try:
+        return json.loads(path.read_text() or "{}")
+    except (OSError, json.JSONDecodeError):
+        return {}
 
 
 def run_inline(spec: Mapping[str, Any]) -> dict[str, Any]:
@@ -576,7 +609,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--max-repeats", type=int, default=10)
     ap.add_argument("--phase-s", type=float, default=8.0, help="aimed seconds of timed steps per protocol (sets the repeats)")
     ap.add_argument("--max-step-s", type=float, default=240.0, help="do not run a protocol-batch step predicted to take longer")
-    ap.add_argument("--max-memory-gb", type=float, default=None, help="memory cap of a step (default: half of MemAvailable at the start)")
+    ap.add_argument("--max-memory-gb", type=float, default=None, help="memory cap of a step (default: 0.6 of MemAvailable at the start)")
     ap.add_argument("--timeout-s", type=float, default=480.0, help="per distinct step (its subprocess)")
     ap.add_argument("--no-eval", action="store_true", help="do not time the per-epoch test evaluation")
     ap.add_argument("--out", default=None, help=f"result JSON (default {DEFAULT_OUT}; the smoke run writes only with --out)")
@@ -608,7 +641,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if a.smoke:
         a.min_repeats, a.max_repeats, a.phase_s = 1, 1, 0.0
     avail = _memory_available("cpu")
-    cap = int(a.max_memory_gb * 2**30) if a.max_memory_gb else int((avail or 8 << 30) // 2)
+    cap = int(a.max_memory_gb * 2**30) if a.max_memory_gb else int(MEMORY_FRACTION * (avail or 8 << 30))
     settings = {
         "min_repeats": a.min_repeats, "max_repeats": a.max_repeats, "phase_s": a.phase_s, "max_step_s": a.max_step_s,
         "memory_cap_bytes": cap, "eval": not a.no_eval,
@@ -633,7 +666,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 rows.append(record(e, r, measured_with=first))
                 print(f"{name:>36}: the same step as {first}", flush=True)
                 continue
-            spec = {**e["spec"], "threads": a.threads, "settings": settings}
+            spec = {**e["spec"], "threads": a.threads, "settings": settings, "work_root": tmp}
             t0 = time.perf_counter()
             r = run_inline(spec) if a.smoke else run_child(spec, a.timeout_s)
             r["wall_s"] = time.perf_counter() - t0
