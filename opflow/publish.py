@@ -14,7 +14,8 @@ curves.csv/.json    the training curves; curves.png their plot (when the trainer
 train.log           the trainer's log (every epoch, resumes marked)
 record.json         target, run hash (= the paper profile's, checked), our numbers beside every
                     published one of ``config/reference.yaml`` with the ratio, the machine (CPU, cores,
-                    threads of the training, torch), training time and device, the git commit, date
+                    torch), the configured training threads (Snakemake caps them at --cores), the median
+                    epoch time, training time and device, a free-text note, the git commit, date
 ==================  ==============================================================================
 
 A run whose hash is not the paper profile's is refused (exit 2): it is not the published protocol.
@@ -80,12 +81,14 @@ def publish(
     paper_config: str | os.PathLike[str] = DEFAULT_PAPER_CONFIG,
     reference: str | os.PathLike[str] = DEFAULT_REFERENCE,
     git_commit: str | None = None,
+    note: str = "",
 ) -> dict[str, Any]:
     """Write the record of the run behind ``results`` into ``out_dir``; return ``record.json``'s content.
 
     ``model_dir``: the run's ``models/<dataset>_<model>`` folder (its curves and log are copied; default:
     ``<results>/../../models/<dataset>_<model>``). Raises :class:`ConfigError` when the run is not the
-    paper protocol (its run hash differs from the one ``paper_config`` gives the pair).
+    paper protocol (its run hash differs from the one ``paper_config`` gives the pair). ``note``: the
+    circumstances a reader needs (threads actually used, load, resumes), stored as given.
     """
     results = Path(results)
     res = Results.load(results)
@@ -121,6 +124,11 @@ def publish(
             {"key": e.key, "published": e.value, "relation": e.relation, "ours": ours, "ratio": ratio, "paper": e.paper, "table": e.table}
         )
     training = (res.run.get("training") or {}) if isinstance(res.run, dict) else {}
+    epoch_times = []
+    if (model_dir / "curves.json").exists():
+        curves = json.loads((model_dir / "curves.json").read_text())
+        rows = curves if isinstance(curves, list) else curves.get("epochs", curves.get("curves", []))
+        epoch_times = sorted(float(r["epoch_time_s"]) for r in rows if isinstance(r, dict) and "epoch_time_s" in r)
     record = {
         "target": f"results/{res.dataset}_{res.model}.json",
         "dataset": res.dataset,
@@ -133,7 +141,9 @@ def publish(
         "train_time_s": res.train_time_s,
         "train_device": res.train_device,
         "train_device_name": res.train_device_name,
-        "train_threads": training.get("threads"),
+        "train_threads_configured": training.get("threads"),
+        "epoch_time_s_median": epoch_times[len(epoch_times) // 2] if epoch_times else None,
+        "note": note,
         "train_world_size": res.train_world_size,
         "published": published,
         "machine": machine(),
@@ -153,6 +163,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--model-dir", default=None, help="the run's models/<dataset>_<model> folder (default: beside the results folder)")
     p.add_argument("--paper-config", default=str(DEFAULT_PAPER_CONFIG), help="the paper profile (default: config/default.yaml)")
     p.add_argument("--reference", default=str(DEFAULT_REFERENCE), help="published numbers (default: config/reference.yaml)")
+    p.add_argument("--note", default="", help="circumstances of the run to record (threads used, machine load, resumes)")
 
 
 def run(a: argparse.Namespace) -> int:
@@ -160,7 +171,7 @@ def run(a: argparse.Namespace) -> int:
     from opflow.data.provenance import git_commit
 
     try:
-        rec = publish(a.results, a.out, model_dir=a.model_dir, paper_config=a.paper_config, reference=a.reference, git_commit=git_commit())
+        rec = publish(a.results, a.out, model_dir=a.model_dir, paper_config=a.paper_config, reference=a.reference, git_commit=git_commit(), note=a.note)
     except ConfigError as e:
         print(f"opflow publish: {e}")
         return 2
