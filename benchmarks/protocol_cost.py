@@ -46,7 +46,7 @@ child process).
   an extrapolation, kept apart from the measured numbers. The child's address space is limited to
   the cap plus :data:`ADDRESS_SPACE_SLACK`, so a batch-1 step that does not fit fails with an
   allocation error in the child instead of waking the kernel's out-of-memory killer;
-* otherwise one warm-up step at the protocol batch (two when it took under 1 s; none when the
+* otherwise one warm-up step at the protocol batch (four when it took under 1 s; none when the
   probe predicts over 60 s: the probe warmed the code paths), whose time sets the timed steps
   (:func:`benchmarks.common.timed_repeats`): about ``--phase-s`` seconds of them, 3 to 10; a step
   over 20 s: 2 timed steps, over 60 s: 1 (both marked ``few_steps``); the median is the step time;
@@ -58,7 +58,8 @@ child process).
 s/epoch = ceil(train samples / batch) x the median step (``steps_per_epoch``: the loader keeps the
 last, smaller batch, so ceil); hours = epochs x s/epoch / 3600. The test evaluation that a run makes
 every ``eval_every`` epochs (every epoch in the paper profile; a rollout of whole trajectories for
-``window`` views) is timed too on one test batch (:func:`opflow.inference.test_errors`) and reported
+``window`` views) is timed too on one test batch (:func:`opflow.inference.test_errors`: the median
+of 2-3 calls after up to 4 warm-up calls; one call where a step or the first call takes over 20 s) and reported
 apart (``eval_s_per_epoch``, ``eval_share``); the final evaluation (test split, zero-shot
 resolutions, eval sets) runs once and is not counted. Pairs whose step is the same computation
 (same model, training settings, view kind and item shapes: the three noise levels of an inverse
@@ -69,6 +70,10 @@ Each measurement runs in its own ``python -m benchmarks.protocol_cost --child`` 
 peak memory and a time-out, ``--timeout-s``); the load average before and after each, and the
 process CPU time over the timed steps (``cpu_share``: CPU seconds per wall second, about
 ``--threads`` on an idle machine), are recorded: the machine is shared.
+
+The result is written after every protocol (``"complete": false`` until the end); ``--resume``
+keeps the measurements of such an interrupted file (same config files and threads) and measures the
+rest.
 
 ``--smoke``: config/default.yaml + config/quick.yaml (the small models), a handful of pairs that
 cover the view kinds (:data:`SMOKE_PAIRS`), batch at most 2, one step, in-process; seconds, no claim
@@ -374,8 +379,8 @@ def measure(spec: Mapping[str, Any]) -> dict[str, Any]:
         # the probe predicts over 60 s (one timed step, warmed by the probe) or the batch is 1 (the probe was it)
         est = pred_s
         warm = [] if batch == 1 or pred_s > 60 else timed_repeats(step_with(full), 1)
-        if warm and warm[-1] < 1:
-            warm += timed_repeats(step_with(full), 1)
+        if warm and warm[-1] < 1:  # cheap steps: the first few calls of a mode can be many times slower
+            warm += timed_repeats(step_with(full), 3)
         est = warm[-1] if warm else est
         if est > 60:
             reps, few = 1, True
@@ -419,7 +424,13 @@ def measure(spec: Mapping[str, Any]) -> dict[str, Any]:
         if s["eval"]:
             one_eval = lambda: test_errors(trainer.model, [test_batch], trainer.norms, trainer.dev)  # noqa: E731
             first = timed_repeats(one_eval, 1)[0]
-            ev = [first] if first > 20 or out["step_s"]["median"] > 20 else timed_repeats(one_eval, 2)
+            if first > 20 or out["step_s"]["median"] > 20:
+                ev = [first]
+            else:  # the first few eval-mode calls can be many times slower than the rest
+                if first < 2:
+                    timed_repeats(one_eval, 3)
+                ev = timed_repeats(one_eval, 3 if first < 2 else 2)
+            out["eval_first_s"] = first
         out["eval_batch_s"] = statistics.median(ev) if ev else None
         out["eval_batch_samples"] = int(test_batch["inputs"].shape[0])
         out["loadavg"] = {"start": load0, "end": loadavg()}
@@ -604,15 +615,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--pairs", default=None, help="comma-separated dataset/model pairs (default: every published protocol)")
     ap.add_argument("--threads", type=int, default=None, help="torch threads of the timed steps (default 2; --smoke: 1)")
     ap.add_argument("--compare-threads", type=int, default=1, help="also time the steps with this many threads (0: do not), for steps up to --compare-max-step-s")
-    ap.add_argument("--compare-max-step-s", type=float, default=40.0, help="skip the comparison when its warm-up step takes longer")
+    ap.add_argument("--compare-max-step-s", type=float, default=15.0, help="skip the comparison when its warm-up step takes longer")
     ap.add_argument("--min-repeats", type=int, default=3)
     ap.add_argument("--max-repeats", type=int, default=10)
-    ap.add_argument("--phase-s", type=float, default=8.0, help="aimed seconds of timed steps per protocol (sets the repeats)")
+    ap.add_argument("--phase-s", type=float, default=6.0, help="aimed seconds of timed steps per protocol (sets the repeats)")
     ap.add_argument("--max-step-s", type=float, default=240.0, help="do not run a protocol-batch step predicted to take longer")
     ap.add_argument("--max-memory-gb", type=float, default=None, help="memory cap of a step (default: 0.6 of MemAvailable at the start)")
     ap.add_argument("--timeout-s", type=float, default=480.0, help="per distinct step (its subprocess)")
     ap.add_argument("--no-eval", action="store_true", help="do not time the per-epoch test evaluation")
     ap.add_argument("--out", default=None, help=f"result JSON (default {DEFAULT_OUT}; the smoke run writes only with --out)")
+    ap.add_argument("--resume", action="store_true", help="keep the protocols that the --out file of an interrupted run (same config files and threads) measured")
     ap.add_argument("--smoke", action="store_true", help="quick configs, a few pairs, batch <= 2, one step, in-process (seconds)")
     ap.add_argument("--child", default=None, help=argparse.SUPPRESS)
     a = ap.parse_args(argv)
@@ -650,40 +662,15 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     import torch
 
+    out = a.out or (None if a.smoke else DEFAULT_OUT)
+    out_path = (Path(out) if os.path.isabs(out) else ROOT / out) if out is not None else None
+    previous = resumable(out_path, files, a.threads) if a.resume and out_path is not None else {}
     load_start = loadavg()
     t_run = time.perf_counter()
-    with tempfile.TemporaryDirectory(prefix="protocol_cost_data_") as tmp:
-        t0 = time.perf_counter()
-        entries, failed = plan(config, pairs, Path(tmp), smoke_batch=2 if a.smoke else None)
-        data_s = time.perf_counter() - t0
-        print(f"{len(entries)} protocols, {len({e['key'] for e in entries})} distinct steps; synthetic data in {data_s:.1f} s, load {loadavg()}", flush=True)
-        done: dict[str, tuple[str, dict[str, Any]]] = {}
-        rows = []
-        for e in entries:
-            name = f"{e['dataset']}/{e['model']}"
-            if e["key"] in done:
-                first, r = done[e["key"]]
-                rows.append(record(e, r, measured_with=first))
-                print(f"{name:>36}: the same step as {first}", flush=True)
-                continue
-            spec = {**e["spec"], "threads": a.threads, "settings": settings, "work_root": tmp}
-            t0 = time.perf_counter()
-            r = run_inline(spec) if a.smoke else run_child(spec, a.timeout_s)
-            r["wall_s"] = time.perf_counter() - t0
-            done[e["key"]] = (name, r)
-            row = record(e, r)
-            rows.append(row)
-            if row["s_per_epoch"] is not None:
-                print(
-                    f"{name:>36}: batch {e['batch']:>2} step {row['step_s']:8.3g} s x {e['steps_per_epoch']:>5} steps = {_dur(row['s_per_epoch']):>9}/epoch, "
-                    f"{row['hours']:7.3g} h  ({row['timed_steps']} timed, cpu share {r['cpu_share']:.2f}, load {r['loadavg']['end']}, {r['wall_s']:.0f} s)",
-                    flush=True,
-                )
-            else:
-                print(f"{name:>36}: not measured: {row['not_measured']} ({r['wall_s']:.0f} s)", flush=True)
     result: dict[str, Any] = {
         "benchmark": "protocol_cost",
         "created": utc_timestamp(),
+        "complete": False,
         "smoke": a.smoke,
         "configfiles": files,
         "reference": a.reference,
@@ -691,22 +678,84 @@ def main(argv: Sequence[str] | None = None) -> int:
         "torch_threads": a.threads,
         "fit_hours": FIT_HOURS,
         "settings": settings | {"timeout_s": a.timeout_s, "isolation": "in-process" if a.smoke else "one subprocess per distinct step", "memory_available_bytes": avail},
-        "synthetic_data_s": data_s,
         "evaluation_note": (
             "hours = epochs x s/epoch (training steps only). The per-epoch test evaluation (eval_every; a rollout for window views) "
             "is timed apart: eval_s_per_epoch, eval_share, hours_with_eval; the one final evaluation after training is not counted."
         ),
-        "protocols": rows,
-        "failed": failed,
-        "wall_s": time.perf_counter() - t_run,
+        "protocols": [],
+        "failed": [],
     }
-    result["machine"] = machine(load_start, packages=["torch", "numpy"], cpu_model=_cpu_model(), torch_threads=a.threads, torch_version=torch.__version__)
+
+    def write() -> None:  # after every protocol: an interrupted run keeps what it measured (--resume goes on from it)
+        result["wall_s"] = time.perf_counter() - t_run + sum(previous.get("__wall_s__", [0.0]))
+        result["machine"] = machine(load_start, packages=["torch", "numpy"], cpu_model=_cpu_model(), torch_threads=a.threads, torch_version=torch.__version__)
+        if out_path is not None:
+            write_json_atomic(out_path, result)
+
+    with tempfile.TemporaryDirectory(prefix="protocol_cost_data_") as tmp:
+        t0 = time.perf_counter()
+        entries, failed = plan(config, pairs, Path(tmp), smoke_batch=2 if a.smoke else None)
+        result["synthetic_data_s"] = time.perf_counter() - t0
+        result["failed"] = failed
+        print(f"{len(entries)} protocols, {len({e['key'] for e in entries})} distinct steps; synthetic data in {result['synthetic_data_s']:.1f} s, load {loadavg()}", flush=True)
+        done: dict[str, tuple[str, dict[str, Any]]] = {}
+        rows = result["protocols"]
+        for e in entries:
+            name = f"{e['dataset']}/{e['model']}"
+            if e["key"] in done:
+                first, r = done[e["key"]]
+                rows.append(record(e, r, measured_with=first))
+                print(f"{name:>36}: the same step as {first}", flush=True)
+                write()
+                continue
+            if name in previous:  # --resume: measured by an earlier, interrupted run of the same settings
+                r = previous[name]
+                print(f"{name:>36}: kept from the earlier run (--resume)", flush=True)
+            else:
+                spec = {**e["spec"], "threads": a.threads, "settings": settings, "work_root": tmp}
+                t0 = time.perf_counter()
+                r = run_inline(spec) if a.smoke else run_child(spec, a.timeout_s)
+                r["wall_s"] = time.perf_counter() - t0
+                r["measured_at"] = utc_timestamp()
+            done[e["key"]] = (name, r)
+            row = record(e, r)
+            rows.append(row)
+            write()
+            if name in previous:
+                continue
+            if row["s_per_epoch"] is not None:
+                print(
+                    f"{name:>36}: batch {e['batch']:>2} step {row['step_s']:8.3g} s x {e['steps_per_epoch']:>5} steps = {_dur(row['s_per_epoch']):>9}/epoch, "
+                    f"{row['hours']:7.3g} h  ({row['timed_steps']} timed, cpu share {r.get('cpu_share', float('nan')):.2f}, load {r['loadavg']['end']}, {r['wall_s']:.0f} s)",
+                    flush=True,
+                )
+            else:
+                print(f"{name:>36}: not measured: {row['not_measured']} ({r['wall_s']:.0f} s)", flush=True)
+    result["complete"] = True
+    if previous:
+        result["resumed"] = sorted(k for k in previous if not k.startswith("__"))
+    write()
     print(markdown_table(result))
-    out = a.out or (None if a.smoke else DEFAULT_OUT)
     if out is not None:
-        write_json_atomic(Path(out) if os.path.isabs(out) else ROOT / out, result)
         print(f"wrote {out}")
     return 0
+
+
+def resumable(path: Path, files: Sequence[str], threads: int) -> dict[str, Any]:
+    """``{"<dataset>/<model>": measurement}`` of the protocols an earlier run of the same config files
+    and threads measured itself (not those it took from another pair), for ``--resume``; ``{}`` when
+    there is no such file. ``"__wall_s__"``: that run's wall time."""
+    try:
+        old = json.loads(path.read_text())
+    except (OSError, json.JSONDecodeError):
+        return {}
+    if old.get("benchmark") != "protocol_cost" or old.get("configfiles") != list(files) or old.get("torch_threads") != threads:
+        return {}
+    out: dict[str, Any] = {
+        f"{r['dataset']}/{r['model']}": r["measurement"] for r in old.get("protocols", []) if not r.get("measured_with") and "error" not in r["measurement"]
+    }
+    out["__wall_s__"] = [float(old.get("wall_s") or 0.0)]
+    return out
 
 
 if __name__ == "__main__":
