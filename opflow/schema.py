@@ -10,7 +10,8 @@ Value rules (the same everywhere):
 * integers are integers: ``True`` or ``2.5`` or ``"5"`` is refused where an int is expected;
 * booleans are booleans: ``"yes"`` or ``1`` is refused;
 * floats accept ints and numeric strings (YAML 1.1, which PyYAML and Snakemake use, reads ``1e-3``
-  without a dot as a string), never booleans;
+  without a dot as a string), never booleans, and must be finite (``.inf`` / ``.nan`` refused;
+  solver parameters excepted, see :data:`SolverFloat`);
 * tuples accept YAML lists; mappings must be mappings;
 * unknown keys are refused, naming the allowed ones.
 
@@ -53,10 +54,14 @@ PosInt = Annotated[int, Strict(), Field(ge=1)]
 NonNegInt = Annotated[int, Strict(), Field(ge=0)]
 Bool = Annotated[bool, Strict()]
 Str = Annotated[str, Strict()]
-#: ints and YAML-1.1 numeric strings are accepted, booleans refused
-Float = Annotated[float, BeforeValidator(_no_bool)]
-PosFloat = Annotated[float, BeforeValidator(_no_bool), Field(gt=0)]
-NonNegFloat = Annotated[float, BeforeValidator(_no_bool), Field(ge=0)]
+#: ints and YAML-1.1 numeric strings are accepted, booleans refused; finite only (``.inf`` and
+#: ``.nan`` are never a meant learning rate, weight or width)
+Float = Annotated[float, BeforeValidator(_no_bool), Field(allow_inf_nan=False)]
+PosFloat = Annotated[float, BeforeValidator(_no_bool), Field(gt=0, allow_inf_nan=False)]
+NonNegFloat = Annotated[float, BeforeValidator(_no_bool), Field(ge=0, allow_inf_nan=False)]
+#: a solver parameter's float: infinity may be meant there (e.g. no step-size cap); each solver
+#: checks its own ranges in its ``Params.__post_init__``
+SolverFloat = Annotated[float, BeforeValidator(_no_bool)]
 
 #: ``auto`` (cuda > mps > cpu), ``cpu``, ``mps``, ``cuda`` or ``cuda:N`` (the one definition)
 DEVICE_PATTERN = re.compile(r"^(auto|cpu|mps|cuda(:\d+)?)$")
@@ -154,6 +159,8 @@ def problem(err: Mapping[str, Any]) -> str:
     for k, op in (("greater_than_equal", ">= {ge}"), ("greater_than", "> {gt}"), ("less_than_equal", "<= {le}"), ("less_than", "< {lt}")):
         if kind == k:
             return f"{value!r} must be " + op.format(**ctx)
+    if kind == "finite_number":
+        return f"{value!r} must be a finite number"
     if kind == "too_short":
         return f"{value!r} needs at least {ctx.get('min_length')} item(s)"
     if kind == "too_long":
@@ -200,7 +207,7 @@ def _strict_type(tp: Any) -> Any:
     if tp is int:
         return Int
     if tp is float:
-        return Float
+        return SolverFloat
     if tp is str:
         return Str
     origin, args = typing.get_origin(tp), typing.get_args(tp)
@@ -261,6 +268,7 @@ __all__ = [
     "NonNegInt",
     "PosFloat",
     "PosInt",
+    "SolverFloat",
     "Str",
     "StrictModel",
     "dataclass_model",

@@ -449,6 +449,7 @@ class Trainer:
         cfg, info, dev = self.cfg, self.info, self.dev
         self.train_ds = make_dataset(self.data_file, "train", self.run.get("task"), self.view, purpose="train")
         self.test_ds = make_dataset(self.data_file, "test", self.train_ds.task, self.view, purpose="rollout")
+        self.check_fit()
         self.norms: Normalizers = self.train_ds.fit_normalizers(cfg.input_normalizer, cfg.output_normalizer)
 
         seed_everything(cfg.seed)
@@ -484,6 +485,16 @@ class Trainer:
             self.scheduler = torch.optim.lr_scheduler.StepLR(self.optimizer, step_size=cfg.step_size * len(self.loader), gamma=cfg.gamma)
         if info.distributed and info.rank:  # different dropout streams per process, same initial weights
             torch.manual_seed(cfg.seed + 1_000_003 * info.rank)
+
+    def check_fit(self) -> None:
+        """Refuse a model that does not fit the loaded data, with the message the workflow gives at
+        load (:func:`opflow.compat.check_pair`), before normalisers, model or any epoch."""
+        from opflow.compat import DataShape, check_pair, hparams_of
+        from opflow.data.views import kind_of
+
+        dataset, model, entry = self.run["dataset"], self.run["model"], self.run["model_config"]
+        shape = DataShape.of_dataset(self.train_ds, f"datasets.{dataset} (file {self.data_file})", kind_of(self.train_ds).name)
+        check_pair(dataset, model, entry["arch"], hparams_of(entry, f"models.{model}"), self.cfg, [shape])
 
     def _data_on_device(self, ds: ArrayDataset, split: str, quiet: bool = False) -> bool:
         """Whether split ``ds`` is held on the device (module doc, "Data on the device").

@@ -9,10 +9,10 @@ from pathlib import Path
 
 sys.path.insert(0, workflow.basedir)
 from opflow.data.errors import ConfigError  # noqa: E402
-from solvers.config import check_config, dataset_resolution, source_info, unavailable_sources  # noqa: E402
+from solvers.config import check_config, check_pairs, dataset_resolution, source_info, unavailable_sources  # noqa: E402
 
 try:
-    WF = check_config(config)  # the typed tree; one clear line instead of a traceback, before any job
+    WF = check_config(config)  # the typed tree and the profile's targets; one clear line instead of a traceback, before any job
 except ConfigError as e:
     sys.exit(f"opflow: config error at {e}")
 if unavailable_sources():  # e.g. the FEM sources on a GPU machine without gmsh: the other targets still run
@@ -134,6 +134,20 @@ def derive_resolution(wildcards):
 
 
 # --------------------------------------------------------------------------- training and evaluation
+
+
+def train_input(wildcards):
+    """The training file of a (dataset, model) pair, once the model is known to fit the data.
+
+    Checked while Snakemake builds the DAG, so a target given on the command line (not among the
+    profile's ``targets``, which are checked at load) stops with one line before any job runs
+    (:func:`solvers.config.check_pairs`).
+    """
+    try:
+        check_pairs(WF, [(wildcards.dataset, wildcards.model)])
+    except ConfigError as e:
+        sys.exit(f"opflow: config error at {e}")
+    return dataset_file(wildcards.dataset)
 
 
 def run_config(dataset, model):

@@ -20,7 +20,7 @@
 
 rule train:
     input:
-        lambda w: dataset_file(w.dataset),
+        train_input,
     output:
         out("models/{dataset}_{model}/model.pt"),
     params:

@@ -11,7 +11,10 @@ anything and without importing torch:
 * its resolutions (training and zero-shot) are strided subsamples of the source grid;
 * its ``task`` names variables the source writes;
 * its ``view`` fits the data: trajectory views (``window``, ``one_step``) need fields on
-  ``(t, x[, y])``, the other kinds must not get them, and frame indices exist in the source.
+  ``(t, x[, y])``, the other kinds must not get them, and frame indices exist in the source;
+* every (dataset, model) pair the run asks for fits (:func:`check_pairs`, :mod:`opflow.compat`):
+  :func:`view_shape` is the one place that tells, from the config alone, what a dataset view will
+  look like (grid or points, dimension, grid after resolution, points, input sets).
 
 :class:`SourceInfo` is what the Snakefile asks of a source (grid size, valid resolutions, the hash
 of its resolved parameters); :func:`source_info` builds it once per source.
@@ -22,10 +25,11 @@ from __future__ import annotations
 import dataclasses
 import functools
 import json
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from opflow.compat import DataShape, check_pair, hparams_of, pairs_of_targets
 from opflow.config import WorkflowConfig, check_workflow, parse_workflow
 from opflow.data.errors import ConfigError, DatasetError, MissingStackError
 from opflow.data.provenance import params_hash
@@ -202,10 +206,130 @@ def _check_task_and_view(where: str, ds: Any, info: SourceInfo) -> None:
                 raise ConfigError(f"{where}.view.{key}: {getattr(view, key)} but source {ds.source!r} has {n_t} frames (0 .. {last})")
 
 
-def check_config(config: Mapping[str, Any]) -> WorkflowConfig:
-    """Everything checked at load time: the typed tree, the learning cross checks, the generators."""
-    wf = check_workflow(config)
-    return check_generation_config(wf)
+def check_config(config: Mapping[str, Any], targets: Sequence[str] | None = None) -> WorkflowConfig:
+    """Everything checked at load time: the typed tree, the learning cross checks, the generators,
+    and the (dataset, model) pairs of ``targets`` (default: the config's own ``targets``)."""
+    wf = check_generation_config(check_workflow(config))
+    check_targets(wf, wf.targets if targets is None else targets)
+    return wf
+
+
+# --------------------------------------------------------------------------- what a dataset view will look like
+
+
+@functools.lru_cache(maxsize=256)
+def _shared_coords(solver: str, params_json: str) -> dict[str, tuple[str, ...]]:
+    """Name -> dims of the coordinate variables shared by every sample (a mesh's nodes, a time axis)."""
+    gen = get_generator(solver).from_config(json.loads(params_json))
+    return {name: tuple(v.dims) for name, v in gen.coords().items()}
+
+
+def _point_coordinates(wf: WorkflowConfig, source: str, info: SourceInfo, dim: str) -> list[str]:
+    """The coordinate variables of point dimension ``dim`` (the rule of :func:`opflow.data.points.point_coordinate_names`)."""
+    per_sample = {n: f.dims for n, f in info.fields.items()}
+    if per_sample.get(dim) == (dim,):
+        return [dim]
+    by_role = sorted(n for n, f in info.fields.items() if f.dims == (dim,) and f.role == "coordinate")
+    by_name = [f"{dim}_{a}" for a in "xyz" if per_sample.get(f"{dim}_{a}") == (dim,)]
+    if by_role or by_name:
+        return by_role or by_name
+    src = wf.sources[source]
+    shared = _shared_coords(src.solver, json.dumps(src.params, sort_keys=True))
+    if shared.get(dim) == (dim,):
+        return [dim]
+    return [f"{dim}_{a}" for a in "xyz" if shared.get(f"{dim}_{a}") == (dim,)]
+
+
+def view_shape(
+    wf: WorkflowConfig, dataset: str, *, resolution: int | None = None, source: str | None = None, training: bool = True, label: str | None = None
+) -> DataShape | None:
+    """What ``datasets.<dataset>`` (its task and view) will look like to a model, from the config alone.
+
+    ``resolution``: another grid of the same samples (a zero-shot resolution); ``source``: the
+    dataset's task and view applied to another source (an extra evaluation set). Grids (fields on
+    ``x[, y[, z]]``, trajectory frames, the ``inverse`` view's fine input) have ``resolution``
+    points per axis (the source's grid by default); a 1-D series is a grid of its points; a mesh is
+    a point cloud whose coordinate dimension is known but whose node count is only when every
+    sample has the same (no ``<dim>_count``). None when it cannot be told here: a source whose
+    solver is not installed, or a view kind registered by a plugin.
+    """
+    ds = wf.dataset(dataset)
+    src = source or ds.source
+    if src in _UNAVAILABLE:
+        return None
+    info = source_info(wf, src)
+    kind = ds.view.kind
+    role = {r: [n for n, f in info.fields.items() if f.role == r] for r in ("input", "output")}
+    if kind == "inverse":  # the file's roles swapped (opflow.data.inverse.inverse_task)
+        role = {"input": role["output"], "output": role["input"]}
+    outputs = ds.task.outputs or role["output"]
+    inputs = ds.task.inputs if ds.task.inputs is not None else outputs if ds.view.trajectory else role["input"]
+    skip = ("t",) if ds.view.trajectory else ()  # a trajectory's points are those of one frame
+    out_dims = [d for d in info.fields[outputs[0]].dims if d not in skip] if outputs and outputs[0] in info.fields else []
+    point_inputs = [n for n in inputs if n in info.fields and [d for d in info.fields[n].dims if d not in skip] == out_dims]
+    if label is None:
+        label = f"datasets.{dataset}" + (f" (source {src})" if source else "") + (f" at resolution {resolution}" if resolution else "")
+    common = {"label": label, "first_input": point_inputs[0] if point_inputs else None, "training": training}
+    if out_dims and all(d in GRID_DIMS for d in out_dims):
+        if kind not in ("auto", "grid", "window", "one_step", "inverse"):
+            return None
+        res = resolution or (ds.resolution if source is None else None) or info.grid or info.dims[out_dims[0]]
+        grid = (int(res),) * len(out_dims)
+        view = "grid" if kind == "auto" else kind
+        return DataShape(view=view, layout="grid", coord_dim=len(grid), grid=grid, n_points=res ** len(grid), targets_on_grid=kind != "inverse", **common)
+    if len(out_dims) != 1 or kind not in ("auto", "series", "mesh"):
+        return None
+    dim = out_dims[0]
+    coords = _point_coordinates(wf, src, info, dim)
+    if kind == "auto":
+        kind = "series" if len(coords) <= 1 else "mesh"
+    ragged = f"{dim}_count" in info.fields
+    n = None if ragged else info.dims.get(dim)
+    sets = tuple(_input_set_shape(wf, src, info, spec) for spec in getattr(ds.view, "input_sets", ()))
+    if kind == "series" and not ragged and n:
+        return DataShape(view=kind, layout="grid", coord_dim=1, grid=(n,), n_points=n, input_sets=sets, **common)
+    return DataShape(view=kind, layout="points", coord_dim=max(len(coords), 2 if kind == "mesh" else 1), n_points=n, input_sets=sets, **common)
+
+
+def _input_set_shape(wf: WorkflowConfig, source: str, info: SourceInfo, spec: Any) -> tuple[int, int] | None:
+    """``(coordinate dim, channels)`` of one ``view.input_sets`` entry (None when not known here)."""
+    if isinstance(spec.coords, list):
+        d = len(spec.coords)
+    elif spec.coords == "polar":
+        d = 2
+    elif spec.coords == "index":
+        d = 1
+    else:
+        first = info.fields.get(spec.inputs[0])
+        d = len(_point_coordinates(wf, source, info, first.dims[0])) if first is not None and len(first.dims) == 1 else 0
+    return (d, len(spec.inputs)) if d else None
+
+
+def pair_shapes(wf: WorkflowConfig, dataset: str) -> list[DataShape]:
+    """The shapes a model of ``dataset`` meets: its training view, each zero-shot grid, each extra evaluation set."""
+    shapes = [view_shape(wf, dataset)]
+    shapes += [view_shape(wf, dataset, resolution=r, training=False) for r in wf.dataset(dataset).zero_shot]
+    for name, (kind, target) in wf.eval_sets(dataset).items():
+        label = f"datasets.{dataset}.eval_sets.{name} ({kind} {target})"
+        if kind == "dataset":
+            shapes.append(view_shape(wf, target, training=False, label=label))
+        else:
+            shapes.append(view_shape(wf, dataset, source=target, training=False, label=label))
+    return [s for s in shapes if s is not None]
+
+
+def check_pairs(wf: WorkflowConfig, pairs: Sequence[tuple[str, str]]) -> None:
+    """Refuse the first (dataset, model) pair whose model does not fit its data (:func:`opflow.compat.check_pair`)."""
+    for d, m in pairs:
+        entry = wf.model(m)
+        hp = hparams_of({"arch": entry.arch, **entry.hparams()}, f"models.{m}")
+        check_pair(d, m, entry.arch, hp, wf.train_config(d, m), pair_shapes(wf, d))
+
+
+def check_targets(wf: WorkflowConfig, targets: Sequence[str]) -> None:
+    """Check the pairs that ``targets`` (paths relative to the root, or under it) ask for."""
+    pairs = pairs_of_targets(targets, wf.datasets, wf.models) + pairs_of_targets(targets, wf.datasets, wf.models, wf.root)
+    check_pairs(wf, list(dict.fromkeys(pairs)))
 
 
 def dataset_resolution(config: Mapping[str, Any] | WorkflowConfig, name: str) -> int | None:

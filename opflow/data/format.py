@@ -379,6 +379,33 @@ def read_dataset(
         return Dataset(out, _attrs(nc), path)
 
 
+def require_finite(ds: Dataset, names: Sequence[str], split: str | None = None) -> None:
+    """Raise :class:`DatasetError` when a floating variable of ``names`` in ``ds`` holds NaN or inf.
+
+    Cheap (one vectorised pass): each variable is summed per sample in float64, which is finite
+    exactly when every value is (float32 data cannot overflow it); only the samples whose sum is
+    not are looked at again to count. The message names the file, the variable, the count, the
+    first sample (by position in the split, and by global index) and the fix.
+    """
+    index = ds.variables["sample_index"].data if "sample_index" in ds.variables else None
+    for name in names:
+        v = ds.variables.get(name)
+        if v is None or not np.issubdtype(v.data.dtype, np.floating) or v.data.size == 0:
+            continue
+        per_sample = v.dims[:1] == ("sample",)
+        flat = v.data.reshape(v.data.shape[0], -1) if per_sample else v.data.reshape(1, -1)
+        bad_rows = np.flatnonzero(~np.isfinite(flat.sum(axis=1, dtype=np.float64)))
+        if bad_rows.size == 0:
+            continue
+        count = int((~np.isfinite(flat[bad_rows])).sum())
+        where = f"{count} non-finite value(s)"
+        if per_sample:
+            first = int(bad_rows[0])
+            glob = f", global sample index {int(index[first])}" if index is not None and index.shape == (v.data.shape[0],) else ""
+            where += f" in {bad_rows.size} of {v.data.shape[0]} samples of the {split or 'whole'} split, the first at position {first}{glob}"
+        raise DatasetError(f"{ds.path}: variable {name!r} has {where}; the data are unusable: regenerate the file (`opflow validate` lists every such sample)")
+
+
 def _take(var: Any, idx: np.ndarray) -> np.ndarray:
     """Fancy-index the sample axis; contiguous runs are read as slices (fast in HDF5)."""
     if idx.size == 0:

@@ -68,7 +68,7 @@ from torch.utils.data import DataLoader, Dataset
 from torch.utils.data.distributed import DistributedSampler
 
 from .errors import DatasetError
-from .format import SPLITS, open_dataset, read_dataset
+from .format import SPLITS, open_dataset, read_dataset, require_finite
 from .normalize import Identity, Normalizer, make_normalizer, normalizer_from_state
 from .transforms import GRID_DIMS
 
@@ -247,12 +247,18 @@ class ArrayDataset(Dataset):
 
     @staticmethod
     def _read(path: Path, names: Sequence[str], split: str | None) -> Any:
-        """Read ``names`` of ``split`` (every sample with ``split=None``); a split needs a split variable."""
+        """Read ``names`` of ``split`` (every sample with ``split=None``); a split needs a split variable.
+
+        Non-finite values are refused here, once, before any normaliser or epoch sees them
+        (:func:`opflow.data.format.require_finite`)."""
         if split is not None:
             with open_dataset(path) as nc:
                 if "split" not in nc.variables:
                     raise DatasetError(f"{path}: has no 'split' variable; derive the dataset with `opflow derive`")
-        return read_dataset(path, list(dict.fromkeys(names)), split=split)
+        names = list(dict.fromkeys(names))
+        ds = read_dataset(path, names, split=split)
+        require_finite(ds, names, split)
+        return ds
 
     def __len__(self) -> int:
         return int(self.inputs.shape[0])

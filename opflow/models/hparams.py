@@ -8,7 +8,11 @@ values, so a model's constructor takes its hyperparameters as keyword-only argum
 defaults.
 
 Adding an architecture: a model module in ``opflow/models`` and, here, its hyperparameter model
-plus one :data:`ARCHITECTURES` line (README, "Adding a model").
+plus one :data:`ARCHITECTURES` line (README, "Adding a model"). Beside its hyperparameters a model
+declares what it needs of the data (:mod:`opflow.compat`): ``needs`` (grid or point cloud,
+dimensions, input sets, outputs elsewhere than the inputs) and, for requirements that depend on
+its values (patches dividing the grid, Fourier modes the grid has), a ``misfits(data)`` method;
+the workflow checks every (dataset, model) pair of a run against them when it loads.
 
 The enumerations used by the layers (attention kernels, activations) are defined here too, so the
 torch modules and the config check read the same lists.
@@ -16,10 +20,11 @@ torch modules and the config check read the same lists.
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
 from pydantic import Field, model_validator
 
+from opflow.compat import DataNeeds, DataShape, modes_misfit, per_axis
 from opflow.data.errors import ConfigError
 from opflow.schema import Bool, NonNegFloat, NonNegInt, PosFloat, PosInt, StrictModel, literal_values, validate
 
@@ -59,7 +64,21 @@ GtNorm = Literal["head", "qk", "kv", "regular"]
 
 
 class Hparams(StrictModel):
-    """Base of the hyperparameter models; ``width`` / ``n_heads`` divisibility checked where both exist."""
+    """Base of the hyperparameter models; ``width`` / ``n_heads`` divisibility checked where both exist.
+
+    ``needs``: what the architecture requires of every dataset (default: any point set in 1 to 3
+    dimensions); :meth:`misfits`: what its hyperparameter values require of one dataset.
+    """
+
+    needs: ClassVar[DataNeeds] = DataNeeds()
+
+    def misfits(self, data: DataShape) -> list[str]:
+        """Why ``data`` does not fit these values, each reason with its fix (none in the base).
+
+        Called by :func:`opflow.compat.check_pair` once ``data`` meets :attr:`needs`; checks of waste
+        (not of failure) run only when ``data.training``.
+        """
+        return []
 
     @model_validator(mode="after")
     def _heads_divide_width(self) -> Hparams:
@@ -160,12 +179,24 @@ class FnoHparams(Hparams):
     crops them before the projection (the released code pads non-periodic Darcy by 9, not Burgers' 2).
     """
 
+    needs: ClassVar[DataNeeds] = DataNeeds(grid=True, query=False)
+
     modes: PosInt | list[PosInt] = 12
     width: PosInt = 32
     n_layers: PosInt = 4
     proj_width: PosInt = 128
     act: Activation = "gelu"
     padding: NonNegInt = 0
+
+    def misfits(self, data: DataShape) -> list[str]:
+        """``modes``: one per grid axis, at most the Fourier modes of the training grid (padding included)."""
+        assert data.grid is not None
+        m = per_axis(self.modes, len(data.grid), "modes")
+        if isinstance(m, str):
+            return [m]
+        padded = tuple(n + self.padding for n in data.grid)
+        why = modes_misfit("modes", self.modes, padded, "the training grid" + (f" padded by {self.padding}" if self.padding else ""))
+        return [why] if why and data.training else []
 
 
 class DeepONetHparams(Hparams):
@@ -184,6 +215,12 @@ class DeepONetHparams(Hparams):
     basis: PosInt = 128
     act: Activation = "gelu"
     n_points: NonNegInt = 0
+
+    def misfits(self, data: DataShape) -> list[str]:
+        """A hand-set ``n_points`` must be the data's (it is set from them)."""
+        if self.n_points and data.training and data.n_points is not None and self.n_points != data.n_points:
+            return [f"n_points {self.n_points} but the data have {data.n_points} input points; remove n_points (it is set from the data)"]
+        return []
 
 
 class MionetHparams(DeepONetHparams):
@@ -247,6 +284,18 @@ class GtHparams(Hparams):
     decoder_dropout: NonNegFloat = Field(0.0, lt=1)
     output_grid: Literal["input", "coarse"] = "input"
 
+    needs: ClassVar[DataNeeds] = DataNeeds(grid=True, dims=(1, 2))
+
+    def misfits(self, data: DataShape) -> list[str]:
+        """``sampler: cnn`` needs a 2-D grid; the spectral decoder's ``modes`` at most the training grid's."""
+        assert data.grid is not None
+        if self.sampler == "cnn" and len(data.grid) != 2:
+            return [f"sampler cnn (the 2-D interpolation CNN) needs a 2-D grid, but it is {data.describe()}; set sampler: none"]
+        if self.decoder == "spectral" and self.output_grid == "input" and data.training:
+            why = modes_misfit("modes", self.modes, data.grid, "the training grid")
+            return [why] if why else []
+        return []
+
     @model_validator(mode="after")
     def _coarse_sizes(self) -> GtHparams:
         fine = [f for f, _ in self.coarse_sizes]
@@ -293,6 +342,23 @@ class GnotHparams(Hparams):
     global_channels: NonNegInt = 0
     input_sets: list[tuple[PosInt, NonNegInt]] = []
 
+    needs: ClassVar[DataNeeds] = DataNeeds(input_sets=True)
+
+    def misfits(self, data: DataShape) -> list[str]:
+        """A hand-set ``input_sets`` must be the view's (it is set from the data)."""
+        if not self.input_sets or not data.training:
+            return []
+        mine = [tuple(s) for s in self.input_sets]
+        theirs = list(data.input_sets)
+        known = None not in theirs
+        if len(mine) != len(theirs) or (known and mine != theirs):
+            view = [list(s) if s else "?" for s in theirs] if theirs else "none"
+            return [
+                f"input_sets {[list(s) for s in mine]} but the view's input sets are {view} ([coordinate dim, channels] each); "
+                "remove input_sets from the model (it is set from the data)"
+            ]
+        return []
+
 
 class _PatchHparams(Hparams):
     """Shared by ``vitno`` and ``fano`` (Calvello et al. 2024, Sections 3-4.4, Appendix B.2-B.3).
@@ -312,17 +378,47 @@ class _PatchHparams(Hparams):
     dropout: NonNegFloat = Field(0.0, lt=1)
     smoothing_modes: NonNegInt = 64
 
+    needs: ClassVar[DataNeeds] = DataNeeds(grid=True, query=False)
+    #: the per-patch Fourier modes of the subclass (``lift_modes`` / ``qkv_modes``)
+    _patch_modes: ClassVar[str] = ""
+
+    def misfits(self, data: DataShape) -> list[str]:
+        """``patches_per_side`` divides every grid side (any grid the model runs on); on the training
+        grid the per-patch modes fit the patch and ``smoothing_modes`` the grid."""
+        assert data.grid is not None
+        pps = per_axis(self.patches_per_side, len(data.grid), "patches_per_side")
+        if isinstance(pps, str):
+            return [pps]
+        for a, (n, k) in enumerate(zip(data.grid, pps)):
+            if n % k:
+                divisors = [d for d in range(1, n + 1) if n % d == 0]
+                return [
+                    f"patches_per_side {k} does not divide the {n} points of grid axis {a} (a patch has n / {k} points); "
+                    f"use a grid side that is a multiple of {k} (e.g. {(n // k) * k or k} or {(n // k + 1) * k}) or patches_per_side among {divisors}"
+                ]
+        if not data.training:
+            return []
+        patch = tuple(n // k for n, k in zip(data.grid, pps))
+        out = [modes_misfit(self._patch_modes, getattr(self, self._patch_modes), patch, "a patch of")]
+        if self.smoothing_modes:
+            out.append(modes_misfit("smoothing_modes", self.smoothing_modes, data.grid, "the training grid"))
+        return [m for m in out if m]
+
 
 class VitnoHparams(_PatchHparams):
     """``vitno``: ViT neural operator; ``lift_modes``: Fourier modes per axis of the per-patch lifting (12)."""
 
     lift_modes: PosInt | list[PosInt] = 12
 
+    _patch_modes: ClassVar[str] = "lift_modes"
+
 
 class FanoHparams(_PatchHparams):
     """``fano``: Fourier attention neural operator; ``qkv_modes``: modes per axis of the Fourier Q, K, V (9)."""
 
     qkv_modes: PosInt | list[PosInt] = 9
+
+    _patch_modes: ClassVar[str] = "qkv_modes"
 
 
 #: arch name -> (hyperparameter model, "module:Class" of the implementation, imported when built)
