@@ -153,7 +153,7 @@ def per_axis(value: int | Sequence[int], ndim: int, key: str) -> tuple[int, ...]
 
 
 def modes_misfit(key: str, modes: int | Sequence[int], grid: Sequence[int], what: str) -> str | None:
-    """The reason ``modes`` exceed the Fourier modes of ``grid`` (``what`` names the grid), or None."""
+    """The reason ``modes`` exceed the Fourier modes of ``grid`` (``what`` names it), or None."""
     m = per_axis(modes, len(grid), key)
     if isinstance(m, str):
         return m
@@ -161,9 +161,10 @@ def modes_misfit(key: str, modes: int | Sequence[int], grid: Sequence[int], what
     if all(a <= c for a, c in zip(m, caps)):
         return None
     shown = modes if isinstance(modes, int) else list(modes)
+    limit = min(caps) if isinstance(modes, int) else list(caps)
     return (
-        f"{key} {shown} exceeds the Fourier modes {what} {' x '.join(map(str, grid))} has ({list(caps)} per axis: n // 2, "
-        f"n // 2 + 1 on the last): the extra weights would never be used; set {key} <= {min(caps) if isinstance(modes, int) else list(caps)}"
+        f"{key} {shown} exceeds the Fourier modes of {what} {' x '.join(map(str, grid))} ({list(caps)} per axis: n // 2, "
+        f"n // 2 + 1 on the last), so the extra weights would never be used; set {key} <= {limit}"
     )
 
 

@@ -195,7 +195,7 @@ class FnoHparams(Hparams):
         if isinstance(m, str):
             return [m]
         padded = tuple(n + self.padding for n in data.grid)
-        why = modes_misfit("modes", self.modes, padded, "the training grid" + (f" padded by {self.padding}" if self.padding else ""))
+        why = modes_misfit("modes", self.modes, padded, f"the training grid (padded by {self.padding})" if self.padding else "the training grid")
         return [why] if why and data.training else []
 
 
@@ -399,7 +399,7 @@ class _PatchHparams(Hparams):
         if not data.training:
             return []
         patch = tuple(n // k for n, k in zip(data.grid, pps))
-        out = [modes_misfit(self._patch_modes, getattr(self, self._patch_modes), patch, "a patch of")]
+        out = [modes_misfit(self._patch_modes, getattr(self, self._patch_modes), patch, "a patch")]
         if self.smoothing_modes:
             out.append(modes_misfit("smoothing_modes", self.smoothing_modes, data.grid, "the training grid"))
         return [m for m in out if m]

@@ -173,3 +173,36 @@ def test_schema_prints_the_json_schema_of_the_typed_config(capsys) -> None:
     assert main(["schema"]) == 0
     schema = json.loads(capsys.readouterr().out)
     assert schema["title"] == "WorkflowConfig" and "TrainConfig" in schema["$defs"]
+
+
+def test_train_refuses_a_model_that_does_not_fit_the_data_with_exit_2(project: dict, capsys: pytest.CaptureFixture[str]) -> None:
+    """The check the workflow runs at load (opflow.compat), on the data the trainer loaded: one line, exit 2, before any epoch."""
+    from learning_helpers import cloud_dataset
+
+    cfg = yaml.safe_load(project["cfg"].read_text())
+    cfg["models"]["fno"] = {"arch": "fno", "modes": 4, "width": 4}
+    cfg["models"]["vitno"] = {"arch": "vitno", "patches_per_side": 5, "width": 8, "n_heads": 2, "smoothing_modes": 0}
+    path = project["root"] / "fit.yaml"
+    path.write_text(yaml.safe_dump(cfg))
+    cloud = cloud_dataset(project["root"] / "cloud.nc", [20, 20, 20, 20], code=True)
+    base = ["train", "--config", str(path), "--dataset", "toy", "--out-dir", str(project["root"] / "m")]
+    assert main([*base, "--model", "fno", "--data", str(cloud)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"opflow: toy_fno: models.fno (fno) on datasets.toy (file {cloud}): fno needs a regular grid, but it is a 2-D point cloud (view mesh)")
+    assert "Traceback" not in err and len(err.strip().splitlines()) == 1
+    assert main([*base, "--model", "vitno", "--data", str(project["data"])]) == 2
+    assert "patches_per_side 5 does not divide the 16 points of grid axis 0" in capsys.readouterr().err
+    assert not (project["root"] / "m" / "checkpoint.pt").exists()
+
+
+def test_train_refuses_non_finite_training_data_with_exit_2(project: dict, capsys: pytest.CaptureFixture[str]) -> None:
+    from netCDF4 import Dataset as NC
+
+    with NC(project["data"], "a") as nc:
+        sol = nc.variables["sol"][:]
+        sol[5, 3, 3] = float("nan")
+        nc.variables["sol"][:] = sol
+    args = ["train", "--config", str(project["cfg"]), "--dataset", "toy", "--model", "mlp", "--data", str(project["data"]), "--out-dir", str(project["root"] / "m")]
+    assert main(args) == 2
+    err = capsys.readouterr().err
+    assert f"opflow: {project['data']}: variable 'sol' has 1 non-finite value(s) in 1 of 12 samples of the train split, the first at position 5" in err

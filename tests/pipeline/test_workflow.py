@@ -149,6 +149,15 @@ def test_targets_that_cannot_be_made_are_explained_before_any_job(tmp_path: Path
     assert "rule shard" not in text
 
 
+def test_a_model_that_does_not_fit_its_data_stops_the_dry_run_before_any_job(tmp_path: Path) -> None:
+    """A target given on the command line is checked while the DAG is built (the profile's targets at load)."""
+    run = snakemake(tmp_path, None, "quick/results/elasticity_fno.json", extra=("-n",))
+    text = run.stdout + run.stderr
+    assert run.returncode != 0
+    assert "opflow: config error at elasticity_fno: models.fno (fno) on datasets.elasticity: fno needs a regular grid, but it is a 2-D point cloud" in text, text[-3000:]
+    assert "Traceback" not in text and "rule shard" not in text and "Job stats" not in text
+
+
 def test_lint_is_clean_and_rule_all_is_the_default_target(tmp_path: Path) -> None:
     lint = subprocess.run([sys.executable, "-m", "snakemake", "-s", str(ROOT / "Snakefile"), "--directory", str(tmp_path), "--lint"], capture_output=True, text=True, timeout=300)
     assert lint.returncode == 0 and "Congratulations, your workflow is in a good condition!" in lint.stdout + lint.stderr, lint.stdout[-3000:]

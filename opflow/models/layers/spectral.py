@@ -38,6 +38,8 @@ from collections.abc import Sequence
 import torch
 from torch import nn
 
+from opflow.compat import spectral_mode_caps
+
 
 class SpectralConv(nn.Module):
     """Fourier layer kernel ``x -> irfftn(R . rfftn(x))`` on ``(B, C_in, *grid)`` real tensors.
@@ -68,9 +70,7 @@ class SpectralConv(nn.Module):
 
     def effective_modes(self, grid: Sequence[int]) -> tuple[int, ...]:
         """Modes used on a grid of shape ``grid``: the requested ones, capped by what the grid has."""
-        *lead, last = (int(n) for n in grid)
-        caps = [n // 2 for n in lead] + [last // 2 + 1]
-        return tuple(min(m, c) for m, c in zip(self.modes, caps))
+        return tuple(min(m, c) for m, c in zip(self.modes, spectral_mode_caps(grid)))
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         """``(B, C_in, *grid)`` -> ``(B, C_out, *grid)``; the grid has ``len(modes)`` axes."""
