@@ -18,8 +18,10 @@ out-of-range values stop the workflow when it loads, before any job runs, with o
 the dotted key, the bad value and the allowed values (:mod:`opflow.schema`). The cross checks that
 need more than one section (a dataset's source exists, eval sets name datasets or sources, merged
 training settings) are in :func:`check_workflow`; those that need a solver's metadata (parameters,
-grid sizes, fields, frames) in :func:`solvers.config.check_generation_config`. Nothing here imports
-torch or builds a solver.
+grid sizes, fields, frames) in :func:`solvers.config.check_generation_config`; whether each
+(dataset, model) pair of the run's targets fits (grid or points, patches, modes, losses) in
+:func:`solvers.config.check_pairs` (:mod:`opflow.compat`). Nothing here imports torch or builds a
+solver.
 
 Merge order of the training settings of one run (dataset ``d``, model ``m``), later wins::
 
