@@ -90,6 +90,11 @@ def available_generators() -> list[str]:
     return sorted(_REGISTRY)
 
 
+def params_classes() -> dict[str, type]:
+    """Every registered solver's name -> its ``Params`` dataclass (for ``opflow schema``)."""
+    return {name: get_generator(name).Params for name in available_generators()}
+
+
 def params_from_dict(cls: type, values: Mapping[str, Any] | None, where: str) -> Any:
     """Build parameter dataclass ``cls`` from a config mapping, naming bad keys and values.
 
