@@ -359,6 +359,8 @@ def train(
     the call (module doc, "Time budget per call"; ``result.stopped_by == "time_budget"``). ``device``
     overrides ``training.device``; ``threads`` overrides ``training.threads``. Another training
     running into ``out_dir`` makes this one fail at once (:class:`opflow.runtime.FolderBusyError`).
+    A model file already holding this run, finished, makes the call a no-op
+    (``result.already_finished``; :meth:`Trainer.finished`); ``restart`` trains it again.
     """
     started = _now()
     if max_seconds_this_call is not None:
