@@ -6,6 +6,7 @@
     opflow derive SRC OUT ...      strided subsample + split selection
     opflow regenerate FILE         rebuild a dataset from its attributes, report per variable if identical
     opflow show RESULT.json        print a results file as a short table
+    opflow schema [--out FILE]     the JSON schema of the workflow config (opflow.config_schema)
     opflow run-config ...          the resolved run config (training + model + task) of a dataset/model pair
     opflow train ...               train (or resume) a model on a dataset file; torchrun-aware
     opflow evaluate MODEL ...      test errors, zero-shot errors, speed and memory -> results JSON + PNG
@@ -260,10 +261,22 @@ def _run_config_args(p: argparse.ArgumentParser) -> None:
 
 @command("schema", lambda p: p.add_argument("--out", help="write to this file instead of standard output"))
 def _schema(a: argparse.Namespace) -> int:
-    """The JSON schema of the workflow config, generated from the typed tree (for editors and docs)."""
-    from opflow.config import json_schema
+    """The JSON schema of the workflow config, generated from the models the loader uses
+    (:mod:`opflow.config_schema`), for editors and for checking a config with a JSON-schema validator.
 
-    text = json.dumps(json_schema(), indent=1, sort_keys=True) + "\n"
+    Like ``regenerate``, it imports ``solvers`` here, inside the command, to type each solver's
+    ``params``; where that import fails, a warning says so and ``params`` stay open mappings.
+    """
+    from opflow.config_schema import workflow_json_schema
+
+    try:
+        from solvers.base import params_classes
+
+        solver_params: dict[str, type] | None = params_classes()
+    except ImportError as e:
+        print(f"opflow: warning: sources.<name>.params are left untyped: the solvers package cannot be imported here ({e})", file=sys.stderr)
+        solver_params = None
+    text = json.dumps(workflow_json_schema(solver_params), indent=1, sort_keys=True) + "\n"
     if a.out:
         from opflow.atomic import atomic_write_text
 
@@ -283,13 +296,16 @@ def _run_config(a: argparse.Namespace) -> int:
 _TRAIN_HELP = """Train (or resume) a model on a dataset file (opflow.train); run under torchrun for DDP.
 
 A checkpoint is written every training.checkpoint_every epochs; the same command resumes from it.
+When the output folder already holds this run's finished model (same run hash and data), the
+command does nothing and says so (exit 0); one of another run is refused, naming what differs
+(exit 2). --restart trains from scratch in either case, replacing the model when it completes.
 For machines lent in short commands, give each call a time budget with --max-minutes-this-call M
 or the environment variable OPFLOW_TRAIN_MAX_MINUTES=M (the flag wins): the call stops before an
 epoch that would end past M minutes (estimated from the longest epoch of the call x 1.25; the
 first epoch of a call always runs), leaves a checkpoint and exits with status 75 (EX_TEMPFAIL):
-rerun the same command to resume. Exit status: 0 done (or stopped by --max-epochs-this-call),
-75 stopped by the time budget (under torchrun: each worker's, torchrun's own is 1), 2 bad
-configuration or data."""
+rerun the same command to resume. Exit status: 0 done, already trained, or stopped by
+--max-epochs-this-call, 75 stopped by the time budget (under torchrun: each worker's, torchrun's
+own is 1), 2 bad configuration or data (or a model or checkpoint of another run)."""
 
 
 def _train_args(p: argparse.ArgumentParser) -> None:
@@ -300,8 +316,11 @@ def _train_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--output", help="final model file (default OUT_DIR/model.pt)")
     p.add_argument("--out-dir", help="folder for checkpoint and curves (default: the output's folder, or models/DATASET_MODEL)")
     g = p.add_mutually_exclusive_group()
-    g.add_argument("--restart", action="store_true", help="discard an existing checkpoint and train from scratch")
-    g.add_argument("--restart-if-changed", action="store_true", help="resume a matching checkpoint, discard one of another run")
+    g.add_argument("--restart", action="store_true", help="discard an existing checkpoint or finished model and train from scratch")
+    g.add_argument(
+        "--restart-if-changed", action="store_true",
+        help="resume a matching checkpoint (or do nothing for a matching finished model), train from scratch over one of another run",
+    )
     p.add_argument("--device", help="override training.device (auto, cpu, cuda, cuda:N, mps)")
     p.add_argument("--threads", type=int, help="CPU threads (default training.threads)")
     p.add_argument("--no-progress", action="store_true", help="no progress bar (also off when stderr is not a terminal)")
@@ -336,6 +355,9 @@ def _train(a: argparse.Namespace) -> int:
         threads=a.threads,
         device=a.device,
     )
+    if res.already_finished:  # a finished run is a no-op (--restart trains it again)
+        print(f"opflow: {res.message}", file=sys.stderr)
+        return 0
     if res.stopped_by == "time_budget":  # its line (stopped after epoch N of M ..., rerun to resume) is logged
         return EX_TEMPFAIL
     if not res.complete:

@@ -71,7 +71,7 @@ from opflow.data.errors import ConfigError
 from opflow.data.provenance import params_hash
 from opflow.data.view_spec import AutoView, View, ViewConfig, parse_view
 import opflow.data.views  # noqa: F401  registers every view kind's specification (torch-free): datasets.<name>.view accepts them
-from opflow.schema import Bool, Device, Float, NonNegFloat, NonNegInt, PosFloat, PosInt, Str, StrictModel, literal_values, validate
+from opflow.schema import Bool, Device, Float, NonNegFloat, NonNegInt, PosFloat, PosInt, Str, StrictModel, literal_values, one_name_or_list, validate
 
 #: training losses (:func:`opflow.metrics.training_loss`)
 Loss = Literal["rel_l2", "rel_h1", "mse"]
@@ -269,8 +269,8 @@ class TaskConfig(StrictModel):
     without a list.
     """
 
-    inputs: list[Str] | None = None
-    outputs: list[Str] | None = Field(None, min_length=1)
+    inputs: list[Str] | None = Field(None, json_schema_extra=one_name_or_list)
+    outputs: list[Str] | None = Field(None, min_length=1, json_schema_extra=one_name_or_list)
 
     @model_validator(mode="before")
     @classmethod
@@ -567,11 +567,6 @@ def load_config_files(paths: list[str]) -> dict[str, Any]:
     return config
 
 
-def json_schema() -> dict[str, Any]:
-    """The JSON schema of the workflow config, generated from :class:`WorkflowConfig` (for editors)."""
-    return WorkflowConfig.model_json_schema()
-
-
 __all__ = [
     "GRAD_FORMS",
     "LOSSES",
@@ -589,7 +584,6 @@ __all__ = [
     "diff_keys",
     "eval_config",
     "eval_sets_of",
-    "json_schema",
     "load_config_files",
     "model_entry",
     "parse_workflow",

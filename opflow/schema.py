@@ -73,7 +73,15 @@ def _device(value: str) -> str:
     return value
 
 
-Device = Annotated[str, Strict(), AfterValidator(_device)]
+Device = Annotated[str, Strict(), AfterValidator(_device), Field(json_schema_extra={"pattern": DEVICE_PATTERN.pattern})]
+
+
+def one_name_or_list(schema: dict[str, Any]) -> None:
+    """``json_schema_extra`` of a list-of-names field whose model also takes a single name (a string)."""
+    branches = schema.pop("anyOf", None)
+    if branches is None:
+        branches = [{k: schema.pop(k) for k in list(schema) if k not in ("default", "title", "description")}]
+    schema["anyOf"] = [*branches, {"type": "string"}]
 
 
 def _frame_range(value: Any) -> Any:
@@ -274,6 +282,7 @@ __all__ = [
     "dataclass_model",
     "format_error",
     "literal_values",
+    "one_name_or_list",
     "validate",
     "validate_dataclass",
 ]

@@ -37,7 +37,16 @@ hash or data file is refused with the differing keys named (``restart=True`` dis
 checkpoint; ``restart_if_changed=True`` discards it only when it does not match, as the workflow
 does: Snakemake reruns a training job only when its config, code or data changed). When training
 completes, ``model.pt`` (everything evaluation needs) is written atomically and the checkpoint is
-removed, so a later rerun trains from scratch.
+removed.
+
+A finished run is not trained again: when the model file exists, no checkpoint is there, and the
+file records this run's hash and data fingerprint (hence its epochs, which the hash covers), the
+call does nothing and says so (:meth:`Trainer.finished`; ``result.already_finished``). A model
+file of another run (or one that cannot be read) is refused with the differing keys named, like a
+foreign checkpoint, so a changed config never silently replaces a finished model; ``restart=True``
+(and ``restart_if_changed=True`` for a model of another run) trains from scratch, replacing the
+file only when the new run completes. The workflow is unaffected: Snakemake deletes a rule's
+outputs before it runs the job.
 
 Distributed data parallel: launched by ``torchrun --nproc_per_node P``, each process takes
 ``batch_size / P`` samples of every global batch (see :mod:`opflow.data.torch_data`), gradients
@@ -114,7 +123,7 @@ from opflow.data.torch_data import ArrayDataset, Normalizers, make_loader, outpu
 from opflow.data.views import make_dataset
 from opflow.inference import accepts_globals, forward, load_model, model_inputs, predict, predict_batch, test_errors
 from opflow.metrics import training_loss
-from opflow.records import ModelRecord, data_fingerprint, file_sha256
+from opflow.records import ModelRecord, RecordError, data_fingerprint, file_sha256
 from opflow.runtime import (
     DistInfo,
     barrier,
@@ -173,8 +182,10 @@ class TrainResult:
     resumed_from: int
     #: why the call stopped before the last epoch: "time_budget", "max_epochs", or None
     stopped_by: str | None = None
-    #: the line logged at such a stop (empty otherwise)
+    #: the line logged at such a stop, or the "already trained" line (empty otherwise)
     message: str = ""
+    #: True when the model file already held this run, finished: nothing was trained (:meth:`Trainer.finished`)
+    already_finished: bool = False
 
 
 # --------------------------------------------------------------------------- files
@@ -348,6 +359,8 @@ def train(
     the call (module doc, "Time budget per call"; ``result.stopped_by == "time_budget"``). ``device``
     overrides ``training.device``; ``threads`` overrides ``training.threads``. Another training
     running into ``out_dir`` makes this one fail at once (:class:`opflow.runtime.FolderBusyError`).
+    A model file already holding this run, finished, makes the call a no-op
+    (``result.already_finished``; :meth:`Trainer.finished`); ``restart`` trains it again.
     """
     started = _now()
     if max_seconds_this_call is not None:
@@ -361,6 +374,9 @@ def train(
         cfg.check_world_size(info.world_size)
         with folder_lock(out_dir, info, "training"):
             trainer = Trainer(run, cfg, info, dev, data_file, out_dir, output=output, progress=progress, started_at=started)
+            done = trainer.finished(restart=restart, restart_if_changed=restart_if_changed)
+            if done is not None:  # before any data is read or model built
+                return done
             trainer.setup()
             trainer.resume(restart=restart, restart_if_changed=restart_if_changed)
             return trainer.fit(max_epochs_this_call, max_seconds_this_call=max_seconds_this_call)
@@ -525,6 +541,46 @@ class Trainer:
                     )
                 return False
         return True
+
+    def finished(self, *, restart: bool = False, restart_if_changed: bool = False) -> TrainResult | None:
+        """The result of this run when the model file already holds it, finished; else None (train).
+
+        Decided from what the model file records, before anything expensive: its run hash and data
+        fingerprint must equal this run's (the hash covers ``epochs``, and a model file is written
+        only when all of them are done). Returns None (train) when there is no model file, when
+        ``restart`` is set, or when a checkpoint is in the folder (a run under way here:
+        :meth:`resume` decides). A model file of another run or data, or one that cannot be read,
+        raises :class:`RunMismatchError` naming the file, what differs and ``--restart``, unless
+        ``restart_if_changed`` (then None: the new run trains and replaces it when it completes).
+        """
+        path = self.model_path
+        if restart or not path.exists() or self.ckpt_path.exists():
+            return None
+        try:
+            rec = ModelRecord.load(path)
+        except RecordError as e:
+            problems = [f"it cannot be read ({e})"]
+        else:
+            problems = _mismatch({"run": rec.run, "run_hash": rec.run_hash, "data_fingerprint": rec.data_fingerprint}, self.run, self.fingerprint)
+            if not problems and rec.epochs != self.cfg.epochs:
+                problems = [f"it holds {rec.epochs} epochs, the run asks for {self.cfg.epochs}"]
+        if problems:
+            if restart_if_changed:
+                self._note(logging.WARNING, "%s: %s does not hold this run (%s); training from scratch", self.name, path, "; ".join(problems))
+                return None
+            raise RunMismatchError(
+                f"{path} is a finished model of another run; differing: {'; '.join(problems)}. "
+                "Rerun with --restart to train this run from scratch and replace it (or give another --out-dir / --output)"
+            )
+        message = (
+            f"{self.out_dir}: already trained: {path} holds this run, finished ({rec.epochs} of {self.cfg.epochs} epochs, "
+            f"run {self.run['hash'][:12]}, same data); nothing to do. To train it again from scratch, rerun with --restart"
+        )
+        if self.info.is_main:  # the CLI prints the message; train.log keeps it
+            self._append_log(f"--- already trained, nothing done ({_utc_now()}) ---")
+        return TrainResult(
+            True, rec.epochs, path, self.ckpt_path, list(rec.curves), float(rec.train_time_s), rec.epochs, None, message, already_finished=True
+        )
 
     def _matching_checkpoint(self, restart: bool, restart_if_changed: bool) -> tuple[dict[str, Any] | None, str]:
         """The checkpoint to resume from (or None) and why one there is discarded ("" if none is)."""

@@ -10,7 +10,8 @@
 # The resolved run config (model hyperparameters + merged training settings + task + dataset
 # definition, opflow.config.resolve_run) is a param, so Snakemake reruns training when it changes;
 # the job then discards a checkpoint of the old config (--restart-if-changed) and resumes a
-# matching one.
+# matching one. (opflow train alone does nothing when model.pt already holds the finished run; a job
+# never meets that case, because Snakemake deletes a job's outputs before it runs it.)
 #
 # Resources: `gpu` = training.gpus (0 unless the profile asks for GPUs: a cluster executor such as
 # the SLURM plugin places jobs with gpu > 0 on GPU nodes; locally `--resources gpu=1` runs one

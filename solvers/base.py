@@ -7,7 +7,8 @@ sample ``i`` with :func:`opflow.data.provenance.sample_rng` ``(seed, i)``, so re
 on how samples are grouped into blocks or shards.
 
 Adding a PDE = one module with a ``Params`` dataclass and a ``Generator`` subclass decorated with
-:func:`register`, plus a config entry (see README, "Adding a solver").
+:func:`register`, plus a config entry (see README, "Adding a solver"); :func:`register` checks the
+class against the contract stated in :class:`Generator` (:mod:`solvers.contract`).
 """
 
 from __future__ import annotations
@@ -55,13 +56,37 @@ _REGISTRY: dict[str, type[Generator]] = {}
 
 
 def register(cls: type[Generator]) -> type[Generator]:
-    if not getattr(cls, "name", None):
-        raise TypeError(f"{cls.__name__} needs a class attribute 'name'")
+    """Class decorator: make ``cls`` the generator of ``sources.<name>.solver: <cls.name>``.
+
+    The class is checked against the contract (:mod:`solvers.contract`): its name, ``Params`` and
+    methods here, when its module is imported; its layout (``dims()``, ``coords()``, ``fields()``
+    with the default ``Params``) when it is first looked up, once its module is complete. A breach
+    raises :class:`solvers.contract.GeneratorContractError` naming the class, what is wrong and the fix.
+    """
+    from solvers.contract import check_class
+
+    check_class(cls, _REGISTRY)
     _REGISTRY[cls.name] = cls
+    _LAYOUT_UNCHECKED.add(cls.name)
     return cls
 
 
-_INFRASTRUCTURE = {"base", "config", "generate", "mpi", "regenerate", "threads", "__main__"}
+#: registered generators whose layout :func:`_checked` has not checked yet
+_LAYOUT_UNCHECKED: set[str] = set()
+
+
+def _checked(name: str) -> type[Generator]:
+    """The registered generator ``name``, its layout checked on first use (:func:`register`)."""
+    cls = _REGISTRY[name]
+    if name in _LAYOUT_UNCHECKED:
+        from solvers.contract import check_layout
+
+        check_layout(cls)
+        _LAYOUT_UNCHECKED.discard(name)
+    return cls
+
+
+_INFRASTRUCTURE = {"base", "config", "contract", "generate", "mpi", "regenerate", "threads", "__main__"}
 
 
 def _load_builtin() -> None:
@@ -82,12 +107,20 @@ def get_generator(name: str) -> type[Generator]:
         _load_builtin()
     if name not in _REGISTRY:
         raise ConfigError(f"unknown solver {name!r}; available: {sorted(_REGISTRY)}")
-    return _REGISTRY[name]
+    return _checked(name)
 
 
 def available_generators() -> list[str]:
+    """The names of every registered generator (the built-in ones imported), each checked."""
     _load_builtin()
+    for name in list(_REGISTRY):
+        _checked(name)
     return sorted(_REGISTRY)
+
+
+def params_classes() -> dict[str, type]:
+    """Every registered solver's name -> its ``Params`` dataclass (for ``opflow schema``)."""
+    return {name: get_generator(name).Params for name in available_generators()}
 
 
 def params_from_dict(cls: type, values: Mapping[str, Any] | None, where: str) -> Any:
@@ -101,7 +134,32 @@ def params_from_dict(cls: type, values: Mapping[str, Any] | None, where: str) ->
 
 
 class Generator(ABC):
-    """Base class of data generators; see the module docstring."""
+    """Base class of data generators: subclass it, decorate the subclass with :func:`register`.
+
+    The contract (checked by :func:`register`, see :mod:`solvers.contract`):
+
+    * ``name``: class attribute, the ``sources.<name>.solver`` value (letters, digits, ``_ . + -``),
+      its own (not inherited) and not taken by another class;
+    * ``Params``: a ``@dataclass(frozen=True)`` whose fields all have a type (int, float, bool,
+      str, ``Literal``, tuples, lists, ``X | None``) and a default; range checks in
+      ``__post_init__`` raising ``ValueError``. The config's ``params`` are checked against it
+      (:func:`params_from_dict`) and it is recorded in every file (provenance);
+    * ``dims()``: the per-sample dimensions ``{name: size}`` (not ``sample``, which the writer
+      adds). Grid axes are ``x``, ``y`` (``z``), the only dimensions the resolution subsampling
+      strides; time is ``t``; meshes use ``node``, ``cell``, ``corner`` (docs/format.md);
+    * ``coords()``: ``{name: opflow.data.format.Variable(dims, data, attrs)}``, the coordinate
+      variables shared by every sample, with ``units`` and ``long_name``. Each grid axis ``d``
+      has its ``d(d)``: a periodic axis (no repeated endpoint) carries ``grid_type = "periodic"``
+      and ``period`` (the domain length), a node axis (both boundaries) neither; that is how a
+      coarser resolution is derived (stride ``n / m`` or ``(n - 1) / (m - 1)``);
+    * ``fields()``: ``{name: FieldSpec(dims, units, long_name, role)}`` on dimensions of
+      ``dims()`` (``t`` first, then ``x, y, z`` in that order), role ``input``, ``output``,
+      ``auxiliary`` or ``coordinate`` (a per-sample coordinate);
+    * ``generate(seed, indices)``: the fields' arrays for a block of samples (below).
+
+    ``dims()``, ``coords()`` and ``fields()`` are read when the workflow loads and at registration
+    (with the default ``Params``), so they must be cheap: import heavy packages inside functions.
+    """
 
     name: ClassVar[str] = ""
     Params: ClassVar[type]

@@ -27,7 +27,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BeforeValidator, Field, SerializeAsAny, TypeAdapter, ValidationError, create_model, model_validator
 from pydantic_core import PydanticCustomError
 
-from opflow.schema import Float, FrameRange, NonNegInt, PosInt, Str, StrictModel, format_error
+from opflow.schema import Float, FrameRange, NonNegInt, PosInt, Str, StrictModel, format_error, one_name_or_list
 
 from .errors import ConfigError
 
@@ -95,7 +95,7 @@ class InputSetSpec(StrictModel):
     over [0, 2 pi], endpoint repeated, as the elasticity ``radius_code``). ``centre``: polar only.
     """
 
-    inputs: list[Str] = Field(min_length=1)
+    inputs: list[Str] = Field(min_length=1, json_schema_extra=one_name_or_list)
     coords: list[Str] | Literal["auto", "index", "polar"] = "auto"
     centre: tuple[Float, Float] | None = None
 

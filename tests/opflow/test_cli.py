@@ -76,6 +76,33 @@ def test_train_from_a_run_json_file_and_refusing_a_changed_run(project: dict, ca
     assert (root / "m" / "model.pt").exists()
 
 
+def test_train_into_a_folder_with_the_finished_model_does_nothing_unless_restart(project: dict, capsys: pytest.CaptureFixture[str]) -> None:
+    root = project["root"]
+    out = root / "models" / "toy_mlp"
+    args = ["train", "--config", str(project["cfg"]), "--dataset", "toy", "--model", "mlp", "--data", str(project["data"]),
+            "--out-dir", str(out), "--no-progress", "--threads", "1"]  # fmt: skip
+    assert main(args) == 0
+    model = out / "model.pt"
+    before = model.read_bytes()
+    capsys.readouterr()
+    assert main(args) == 0
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith(f"opflow: {out}: already trained: {model} holds this run, finished (3 of 3 epochs")
+    assert err[0].endswith("nothing to do. To train it again from scratch, rerun with --restart")
+    assert model.read_bytes() == before
+    # a changed config is refused (exit 2), naming the key
+    cfg = yaml.safe_load(project["cfg"].read_text())
+    cfg["training"]["epochs"] = 4
+    (root / "cfg4.yaml").write_text(yaml.safe_dump(cfg))
+    changed = [a if a != str(project["cfg"]) else str(root / "cfg4.yaml") for a in args]
+    assert main(changed) == 2
+    err = capsys.readouterr().err
+    assert f"opflow: {model} is a finished model of another run; differing: training.epochs: 3 -> 4." in err and "--restart" in err
+    assert model.read_bytes() == before
+    assert main([*changed, "--restart"]) == 0
+    assert "already trained" not in capsys.readouterr().err and model.read_bytes() != before
+
+
 def test_config_mistakes_exit_2_with_the_key_named(project: dict, capsys: pytest.CaptureFixture[str]) -> None:
     cfg = yaml.safe_load(project["cfg"].read_text())
     cfg["training"]["epoch"] = 3

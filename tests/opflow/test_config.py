@@ -203,9 +203,9 @@ def test_gpus_are_a_config_choice_checked_against_device_and_processes() -> None
 
 
 def test_the_json_schema_is_generated_from_the_typed_tree() -> None:
-    from opflow.config import json_schema
+    from opflow.config_schema import workflow_json_schema
 
-    schema = json_schema()
+    schema = workflow_json_schema()
     assert set(schema["properties"]) == {"root", "targets", "sources", "datasets", "models", "training", "evaluate"}
     train = schema["$defs"]["TrainConfig"]["properties"]
     assert train["epochs"]["default"] == TrainConfig().epochs and train["loss"]["enum"] == ["rel_l2", "rel_h1", "mse"]

@@ -238,3 +238,56 @@ def test_a_non_finite_loss_stops_after_its_epoch_and_keeps_the_last_good_checkpo
         train(run, data, tmp_path, progress=False)
     assert len(steps) == 3
     assert (tmp_path / CHECKPOINT_NAME).read_bytes() == before and torch.load(tmp_path / CHECKPOINT_NAME, weights_only=False)["epoch"] == 1
+
+
+def test_a_finished_run_is_not_trained_again_and_another_run_does_not_replace_it(
+    data: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Decided from what model.pt records (run hash, data fingerprint, epochs), before any data is read."""
+    import opflow.train
+
+    run = run_of(data, epochs=2)
+    first = train(run, data, tmp_path, progress=False)
+    model = tmp_path / "model.pt"
+    before = model.read_bytes()
+
+    real_make_dataset = opflow.train.make_dataset
+
+    def no_data(*a, **k):
+        raise AssertionError("a finished run must not read its data again")
+
+    monkeypatch.setattr(opflow.train, "make_dataset", no_data)
+    for again in (run, deep_merge(run, {"training": {"threads": 2, "eval_every": 2}})):  # operational keys do not count
+        res = train(again, data, tmp_path, progress=False)
+        assert res.already_finished and res.complete and res.model_path == model and res.epochs_done == 2
+        assert res.curves == first.curves and model.read_bytes() == before
+        assert re.fullmatch(
+            rf"{re.escape(str(tmp_path))}: already trained: {re.escape(str(model))} holds this run, finished \(2 of 2 epochs, "
+            r"run [0-9a-f]{12}, same data\); nothing to do\. To train it again from scratch, rerun with --restart",
+            res.message,
+        ), res.message
+    assert (tmp_path / LOG_NAME).read_text().splitlines()[-1].startswith("--- already trained, nothing done (")
+    # restart_if_changed (the workflow's flag) leaves a matching finished model alone too
+    assert train(run, data, tmp_path, progress=False, restart_if_changed=True).already_finished
+
+    # a changed config or another data file is refused, naming what differs; the model is kept
+    other = deep_merge(run, {"training": {"lr": 5e-3}})
+    with pytest.raises(RunMismatchError, match=rf"^{re.escape(str(model))} is a finished model of another run; differing: training\.lr: 0\.001 -> 0\.005\. "
+                                               r"Rerun with --restart to train this run from scratch and replace it"):
+        train(other, data, tmp_path, progress=False)
+    with pytest.raises(RunMismatchError, match="data file params_hash"):
+        train(run, grid_dataset(tmp_path.parent / f"{tmp_path.name}-other.nc", seed=4), tmp_path, progress=False)
+    assert model.read_bytes() == before
+
+    monkeypatch.setattr(opflow.train, "make_dataset", real_make_dataset)
+    # --restart trains again from scratch; restart_if_changed trains the changed run
+    res = train(run, data, tmp_path, progress=False, restart=True)
+    assert not res.already_finished and res.resumed_from == 0 and res.epochs_done == 2
+    res = train(other, data, tmp_path, progress=False, restart_if_changed=True)
+    assert not res.already_finished and ModelRecord.load(model).run["training"]["lr"] == 5e-3
+
+    # a damaged model file is refused, not overwritten, unless asked
+    model.write_bytes(b"not a model")
+    with pytest.raises(RunMismatchError, match=r"model\.pt is a finished model of another run; differing: it cannot be read .*--restart"):
+        train(other, data, tmp_path, progress=False)
+    assert model.read_bytes() == b"not a model"

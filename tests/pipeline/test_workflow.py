@@ -174,3 +174,22 @@ def test_datasets_reading_the_same_samples_share_one_derived_file(tmp_path: Path
     assert dry.returncode == 0, dry.stderr[-3000:]
     derived = re.findall(r"output: (out/data/(?!sources/)[^\s,]+\.nc)", dry.stdout)
     assert derived == ["out/data/darcy141/r141.nc"], derived
+
+
+def test_a_changed_training_config_retrains_through_snakemake(tiny_run, tmp_path: Path) -> None:
+    """``opflow train`` alone refuses to replace a finished model of another run; the workflow's train
+    job still retrains, because Snakemake deletes a job's output (model.pt) before it runs the job."""
+    import shutil
+
+    from opflow.records import ModelRecord
+
+    work = tmp_path / "wf"
+    shutil.copytree(tiny_run[0], work, symlinks=True)
+    model = work / "out/models/darcy43_ono/model.pt"
+    before = ModelRecord.load(model).run_hash
+    changed = deep_merge(TINY, {"models": {"ono": {"training": {"lr": 2.0e-3}}}})
+    run = snakemake(work, changed, "out/models/darcy43_ono/model.pt")
+    assert run.returncode == 0, run.stderr[-3000:]
+    assert "rule train" in run.stdout + run.stderr
+    rec = ModelRecord.load(model)
+    assert rec.run_hash != before and rec.run["training"]["lr"] == 2.0e-3
