@@ -39,7 +39,7 @@ from typing import Any
 
 import numpy as np
 
-from ..atomic import remove_stale_temporaries, temporary_name
+from ..atomic import is_out_of_space, no_space_error, remove_stale_temporaries, require_space, temporary_name, written_bytes
 from .errors import DatasetError
 from .provenance import append_history, history_line
 
@@ -153,6 +153,13 @@ class DatasetWriter:
     ``Conventions`` attribute (computed from the variables), a default ``title`` (the file name)
     when ``attrs`` has none, and one ``history`` line ``<UTC time>: <history>`` appended to the
     ``history`` in ``attrs`` (``history`` defaults to this process's command line).
+
+    ``expected_bytes``: the file's size when the caller knows it in advance (a merge, a derive);
+    the writer then refuses to start when the file system has less free
+    (:func:`opflow.atomic.require_space`). A write that runs out of space midway removes the
+    temporary file and raises :class:`~opflow.data.errors.DiskFullError` naming the file, the
+    bytes free and the bytes written; any other failure of the netCDF library raises
+    :class:`DatasetError` naming the file being written (never the file being read).
     """
 
     def __init__(
@@ -164,6 +171,7 @@ class DatasetWriter:
         *,
         complevel: int = 4,
         history: str | None = None,
+        expected_bytes: int | None = None,
     ) -> None:
         import netCDF4
 
@@ -172,6 +180,13 @@ class DatasetWriter:
         self.path = Path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
         remove_stale_temporaries(self.path)
+        self.expected_bytes = expected_bytes
+        #: the data's size uncompressed (for messages)
+        self.raw_bytes = sum(
+            int(np.prod([dims[d] for d in vdims if d in dims], dtype=np.int64)) * np.dtype(dtype).itemsize for vdims, dtype, _ in variables.values()
+        )
+        if expected_bytes is not None:
+            require_space(self.path, expected_bytes)
         self.tmp = temporary_name(self.path)
         self.dims = dict(dims)
         self._written: dict[str, np.ndarray] = {}
@@ -193,7 +208,11 @@ class DatasetWriter:
         attrs.pop("Conventions", None)
         attrs.pop("opflow_format", None)
         glob.update(attrs)
-        self._nc = netCDF4.Dataset(self.tmp, "w", format="NETCDF4")
+        try:
+            self._nc = netCDF4.Dataset(self.tmp, "w", format="NETCDF4")
+        except OSError as e:
+            self._nc = None
+            self._fail(e)
         try:
             for name, size in self.dims.items():
                 self._nc.createDimension(name, size)
@@ -222,6 +241,8 @@ class DatasetWriter:
                         var.setncattr(k, _netcdf_value(v))
             for k, v in glob.items():
                 self._nc.setncattr(k, _netcdf_value(v))
+        except (OSError, RuntimeError) as e:
+            self._fail(e)
         except BaseException:
             self._abort()
             raise
@@ -239,26 +260,48 @@ class DatasetWriter:
             role = var.getncattr("role") if "role" in var.ncattrs() else None
             if role in ("input", "output") and np.issubdtype(data.dtype, np.floating) and not np.all(np.isfinite(data)):
                 raise DatasetError(f"non-finite values in {name!r} for samples {start}:{stop}; nothing was saved")
-            var[start:stop] = data
+            self._store(var, slice(start, stop), data)
             self._written[name][start:stop] = True
             if name in self._mirror:
                 self.write(self._mirror[name], data, start)
         else:
-            var[...] = data
+            self._store(var, Ellipsis, data)
+
+    def _store(self, var: Any, key: Any, data: np.ndarray) -> None:
+        try:
+            var[key] = data
+        except (OSError, RuntimeError) as e:
+            self._fail(e)
 
     def close(self) -> Path:
         missing = {n: int((~w).sum()) for n, w in self._written.items() if not w.all()}
         if missing:
             self._abort()
             raise DatasetError(f"{self.path}: samples were never written for {missing}; nothing was saved")
-        self._nc.setncattr("opflow_format", FORMAT)
-        self._nc.close()
-        os.replace(self.tmp, self.path)
+        try:
+            self._nc.setncattr("opflow_format", FORMAT)
+            self._nc.close()  # HDF5 flushes its chunk cache here: a full disk often shows only now
+            os.replace(self.tmp, self.path)
+        except (OSError, RuntimeError) as e:
+            self._fail(e)
         return self.path
 
+    def _fail(self, e: BaseException) -> None:
+        """Remove the temporary and raise what ``e`` means for this file: out of space, or a failed write."""
+        full = is_out_of_space(e, self.tmp)
+        err: DatasetError = (
+            no_space_error(self.path, need=self.expected_bytes, raw=self.raw_bytes, written=written_bytes(self.tmp))  # type: ignore[assignment]
+            if full
+            else DatasetError(f"{self.path}: writing it failed ({e}); nothing was saved")
+        )
+        self._abort()
+        raise err from None
+
     def _abort(self) -> None:
-        with contextlib.suppress(Exception):
-            self._nc.close()
+        if self._nc is not None:
+            with contextlib.suppress(Exception):
+                self._nc.close()
+            self._nc = None
         with contextlib.suppress(FileNotFoundError):
             self.tmp.unlink()
 

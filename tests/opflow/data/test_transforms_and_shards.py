@@ -95,3 +95,28 @@ def test_periodic_grids_use_point_count_strides(tmp_path: Path) -> None:
     ds = read_dataset(derive(src, tmp_path / "q.nc", resolution=4, n_train=2, n_test=1))
     np.testing.assert_array_equal(ds["x"], [0, 0.25, 0.5, 0.75])
     np.testing.assert_array_equal(ds["w"], f[:, ::4, ::4])
+
+
+@pytest.mark.parametrize("command", ["derive", "merge"])
+def test_too_little_room_is_refused_before_writing(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, command: str) -> None:
+    """Before: the whole copy ran, then ``NetCDF: HDF error`` (derive blamed the source as damaged) and
+    a temporary stayed. The output's size is known from the inputs, so a full disk is refused at once."""
+    import opflow.atomic as atomic
+    from opflow.data.errors import DiskFullError
+
+    src = source(tmp_path, n=12, s=33)
+    monkeypatch.setattr(atomic, "free_bytes", lambda path: 1000)
+    out = tmp_path / "out" / "x.nc"
+    with pytest.raises(DiskFullError) as e:
+        if command == "derive":
+            derive(src, out, resolution=17, n_train=6, n_test=2)
+        else:
+            merge_shards([src], out)
+    size = src.stat().st_size
+    need = size if command == "merge" else int(size * 8 / 12 * (17 / 33) ** 2)
+    assert str(e.value).startswith(
+        f"{out}: no space left on device: the file system {atomic.mount_point(out)} has 1000 bytes free; "
+        f"the file needs about {need} bytes"
+    ), str(e.value)
+    assert "nothing was written" in str(e.value)
+    assert list((tmp_path / "out").iterdir()) == []
