@@ -142,32 +142,61 @@ def _regenerate(a: argparse.Namespace) -> int:
 
 @command("show", lambda p: p.add_argument("files", nargs="+", help="results JSON file(s) written by opflow evaluate"))
 def _show(a: argparse.Namespace) -> int:
-    """Print each results file; one ``opflow: FILE: problem`` line (exit 2) for an unreadable or foreign one."""
+    """Print each results file; one ``opflow: FILE: problem`` line (exit 2) for an unreadable or foreign one.
+
+    A file of another kind (a dataset, a model) is named as such with the command that reads it.
+    """
     from opflow.records import RecordError, Results
 
     status = 0
     for f in a.files:
         try:
-            r = Results.load(f).to_dict()
+            lines = _results_lines(f, Results.load(f).to_dict())
         except RecordError as e:
             print(f"opflow: {e}", file=sys.stderr)
             status = 2
             continue
-        print(f"{f}:")
-        for k in ("dataset", "model", "device", "epochs", "parameters", "train_time_s"):
-            if k in r:
-                print(f"  {k}: {r[k]}")
-        m = r.get("metrics", {})
-        for k, v in m.items():
-            if isinstance(v, int | float):
-                print(f"  {k}: {v:.5g}")
-        for name, v in (m.get("frame_groups") or {}).items():
-            print(f"  frames {v['frames'][0]}-{v['frames'][1]} ({name}): rel L2 mean {v['rel_l2_mean']:.5g}")
-        for res, v in (r.get("zero_shot") or {}).items():
-            print(f"  zero-shot {res}: rel L2 mean {v.get('rel_l2_mean', float('nan')):.5g}")
-        for name, v in (r.get("eval_sets") or {}).items():
-            print(f"  eval set {name}: rel L2 mean {v['rel_l2_mean']:.5g} median {v['rel_l2_median']:.5g} max {v['rel_l2_max']:.5g}")
+        print("\n".join(lines))
     return status
+
+
+def _results_lines(f: str, r: dict) -> list[str]:
+    """The lines ``opflow show`` prints for results ``r`` of file ``f``; RecordError when a section
+    that holds numbers is not a mapping (a damaged or hand-edited file)."""
+    from collections.abc import Mapping
+
+    from opflow.records import RecordError, Results
+
+    def section(value: object, key: str) -> Mapping:
+        if value is None and key != "metrics":
+            return {}
+        if not isinstance(value, Mapping):
+            kind = "null" if value is None else type(value).__name__
+            raise RecordError(f"{f}: {key!r} is {kind}, not a mapping of metric values: the file is damaged or was edited; {Results.FIX}")
+        return value
+
+    lines = [f"{f}:"]
+    for k in ("dataset", "model", "device", "epochs", "parameters", "train_time_s"):
+        if k in r:
+            lines.append(f"  {k}: {r[k]}")
+    m = section(r.get("metrics"), "metrics")
+    not_shown = []
+    for k, v in m.items():
+        if isinstance(v, bool) or isinstance(v, str):
+            lines.append(f"  {k}: {v}")
+        elif isinstance(v, int | float):
+            lines.append(f"  {k}: {v:.5g}")
+        elif k != "frame_groups":
+            not_shown.append(k)
+    for name, v in section(m.get("frame_groups"), "metrics.frame_groups").items():
+        lines.append(f"  frames {v['frames'][0]}-{v['frames'][1]} ({name}): rel L2 mean {v['rel_l2_mean']:.5g}")
+    for res, v in section(r.get("zero_shot"), "zero_shot").items():
+        lines.append(f"  zero-shot {res}: rel L2 mean {section(v, f'zero_shot.{res}').get('rel_l2_mean', float('nan')):.5g}")
+    for name, v in section(r.get("eval_sets"), "eval_sets").items():
+        lines.append(f"  eval set {name}: rel L2 mean {v['rel_l2_mean']:.5g} median {v['rel_l2_median']:.5g} max {v['rel_l2_max']:.5g}")
+    if not_shown:
+        lines.append(f"  (in the file, not shown: metrics {', '.join(not_shown)})")
+    return lines
 
 
 def _stderr_handler() -> "logging.Handler":

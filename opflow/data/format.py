@@ -340,6 +340,10 @@ def write_dataset(
 def open_dataset(path: str | os.PathLike) -> Iterator[Any]:
     """Open an opflow dataset with netCDF4, raising :class:`DatasetError` for anything unusable.
 
+    A path that is not a NetCDF file at all (a directory, a results JSON, a model file) is named as
+    what it is, with the command that reads it (:func:`opflow.filekind.wrong_file`); only a file
+    that looks like NetCDF but does not open is called truncated, to be regenerated.
+
     A netCDF read error inside the ``with`` block (``RuntimeError("NetCDF: HDF error")`` from a
     chunk that does not decompress) becomes a :class:`DatasetError` naming the file as damaged, so
     every command that reads through here fails with one line rather than an HDF traceback. (With
@@ -350,6 +354,11 @@ def open_dataset(path: str | os.PathLike) -> Iterator[Any]:
     path = Path(path)
     if not path.exists():
         raise DatasetError(f"{path}: no such dataset file; generate it with snakemake (see README)")
+    from ..filekind import wrong_file
+
+    other = wrong_file(path, "a readable NetCDF-4 file")  # a directory, a results JSON, a model: say so, advise no deletion
+    if other is not None:
+        raise DatasetError(other)
     try:
         nc = netCDF4.Dataset(path, "r")
     except OSError as e:

@@ -173,3 +173,46 @@ def test_schema_prints_the_json_schema_of_the_typed_config(capsys) -> None:
     assert main(["schema"]) == 0
     schema = json.loads(capsys.readouterr().out)
     assert schema["title"] == "WorkflowConfig" and "TrainConfig" in schema["$defs"]
+
+
+def test_show_names_a_null_metrics_section_and_files_of_other_kinds(project: dict) -> None:
+    """Before: ``metrics: null`` and a binary file crashed ``opflow show`` with a traceback."""
+    root = project["root"]
+    good = json.loads((ROOT / "published" / "burgers512_fno1d" / "result.json").read_text())
+    (root / "null.json").write_text(json.dumps({**good, "metrics": None}))
+    (root / "blob.bin").write_bytes(bytes(range(256)) * 8)
+    files = [root / "null.json", project["data"], root / "blob.bin"]
+    out = opflow_subprocess("show", *map(str, files))
+    assert out.returncode == 2 and out.stdout == "" and "Traceback" not in out.stderr, out.stderr
+    lines = out.stderr.splitlines()
+    assert lines == [
+        f"opflow: {root / 'null.json'}: 'metrics' is null, not a mapping of metric values: the file is damaged or was edited; "
+        "re-evaluate (delete it and rerun opflow evaluate, or its snakemake target)",
+        f"opflow: {project['data']}: not an opflow results JSON but a NetCDF dataset file; summarise it with "
+        f"`opflow inspect {project['data']}`, check it with `opflow validate {project['data']}`",
+        f"opflow: {root / 'blob.bin'}: not an opflow results JSON but a binary file of unknown format",
+    ], lines
+
+
+def test_show_prints_string_metrics_and_names_those_it_does_not_print(project: dict, capsys: pytest.CaptureFixture[str]) -> None:
+    """Before: a string metric (a note) was dropped silently."""
+    good = json.loads((ROOT / "published" / "burgers512_fno1d" / "result.json").read_text())
+    good["metrics"]["note"] = "diverged at epoch 36"
+    (project["root"] / "r.json").write_text(json.dumps(good))
+    assert main(["show", str(project["root"] / "r.json")]) == 0
+    shown = capsys.readouterr().out.splitlines()
+    assert "  note: diverged at epoch 36" in shown and "  (in the file, not shown: metrics per_channel)" in shown, shown
+
+
+def test_inspect_and_validate_name_a_json_file_and_a_directory_without_advising_deletion(project: dict, capsys: pytest.CaptureFixture[str]) -> None:
+    """Before: both said 'not a readable NetCDF-4 file ...: delete it and regenerate it with snakemake'."""
+    res = ROOT / "published" / "burgers512_fno1d" / "result.json"
+    assert main(["inspect", str(res)]) == 2
+    err = capsys.readouterr().err
+    assert err == (f"opflow: {res}: not a readable NetCDF-4 file but an opflow results JSON (written by `opflow evaluate`); "
+                   f"print it with `opflow show {res}`\n"), err
+    folder = project["data"].parent
+    assert main(["validate", str(folder)]) == 1
+    out = capsys.readouterr().out
+    assert out == f"{folder}: INVALID: not a readable NetCDF-4 file but a directory; give the files in it, e.g. `opflow validate {folder}/*.nc`\n", out
+    assert "delete" not in err + out
