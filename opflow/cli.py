@@ -46,14 +46,23 @@ def _inspect(a: argparse.Namespace) -> int:
 def _validate(a: argparse.Namespace) -> int:
     """Check each file (docs/format.md); one line per problem, ``FILE: INVALID: problem``; exit 1 on any.
 
+    Besides the schema: the split contract, and the variables against those the file's generator
+    declares (:mod:`opflow.data.contract`; the generators are imported from ``solvers`` when present).
+
     A damaged file (a chunk that does not decompress) is such a problem line, never a traceback.
     Files of an older format version pass with a ``FILE: warning: ...`` line (see docs/format.md).
     """
     from opflow.data.format import check_file
 
+    try:  # the generators declare their variables; they live in solvers (see _regenerate on this import)
+        from solvers.regenerate import declared_variables
+    except ImportError as e:
+        declared_variables, why = None, f"variables not checked against their generator: the solvers package cannot be imported here ({e})"
     status = 0
     for f in a.files:
-        report = check_file(f)
+        report = check_file(f, declared=declared_variables)
+        if declared_variables is None:
+            report.warnings.append(why)
         for w in report.warnings:
             print(f"{f}: warning: {w}")
         for pr in report.problems:

@@ -32,7 +32,7 @@ from __future__ import annotations
 
 import contextlib
 import os
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -460,7 +460,7 @@ def _list_positions(positions: list[int], limit: int = 10) -> str:
     return text + (f", ... ({len(positions) - limit} more)" if len(positions) > limit else "")
 
 
-def check_file(path: str | os.PathLike, *, block: int = 64) -> ValidationReport:
+def check_file(path: str | os.PathLike, *, block: int = 64, declared: Callable[[dict[str, Any], Path], Any] | None = None) -> ValidationReport:
     """Check schema, attributes and values of a dataset file (see ``docs/format.md``).
 
     Problems: a missing ``sample`` dimension or coordinate, unknown split codes or roles, fields
@@ -470,6 +470,13 @@ def check_file(path: str | os.PathLike, *, block: int = 64) -> ValidationReport:
     read (damaged file) is a problem naming the variable and samples, never an exception.
     A file of an older readable format (see :data:`READABLE_FORMATS`) is accepted with a warning
     that it lacks what newer formats added.
+
+    The contract of :mod:`opflow.data.contract`: the split (a derived file has one, with the sizes
+    its ``opflow_split_rule`` records; test samples, and train samples unless the rule records
+    none) and, with ``declared`` ((global attributes, path) -> :class:`opflow.data.contract.Declared`, e.g.
+    :func:`solvers.regenerate.declared_variables`; None for a generator not registered here), the
+    variables its generator writes. A lookup that fails (a solver stack missing here, parameters
+    that no longer load) is a warning, not a problem.
     """
     report = ValidationReport()
     problems, warnings = report.problems, report.warnings
@@ -555,9 +562,30 @@ def check_file(path: str | os.PathLike, *, block: int = 64) -> ValidationReport:
             for a in ("opflow_generator", "opflow_params", "opflow_params_hash"):
                 if a not in nc.ncattrs():
                     problems.append(f"missing provenance attribute {a!r}")
+            _check_contract(nc, report, declared)
     except DatasetError as e:
         problems.append(str(e))
     return report
+
+
+def _check_contract(nc: Any, report: ValidationReport, declared: Callable[[dict[str, Any], Path], Any] | None) -> None:
+    """The split and variable contract of :mod:`opflow.data.contract`, added to ``report``."""
+    from .contract import split_problems, variable_problems
+
+    try:
+        report.problems.extend(split_problems(nc, SPLITS))
+    except (OSError, RuntimeError) as e:
+        report.problems.append(_damaged(nc.filepath(), "the split variable", e))
+    if declared is None or "opflow_generator" not in nc.ncattrs():
+        return
+    attrs = _attrs(nc)
+    try:
+        spec = declared(attrs, Path(nc.filepath()))
+    except Exception as e:  # noqa: BLE001 - the lookup runs a generator's code: any failure only means "not checked"
+        report.warnings.append(f"variables not checked against generator {attrs['opflow_generator']!r}: {type(e).__name__}: {e}")
+        return
+    if spec is not None:  # None: a generator this installation does not have
+        report.problems.extend(variable_problems(nc, spec))
 
 
 def validate(path: str | os.PathLike) -> list[str]:

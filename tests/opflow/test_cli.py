@@ -216,3 +216,28 @@ def test_inspect_and_validate_name_a_json_file_and_a_directory_without_advising_
     out = capsys.readouterr().out
     assert out == f"{folder}: INVALID: not a readable NetCDF-4 file but a directory; give the files in it, e.g. `opflow validate {folder}/*.nc`\n", out
     assert "delete" not in err + out
+
+
+def test_validate_checks_a_derived_file_against_its_generators_variables(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Before: a derived file with ``y`` renamed ``v`` passed ``opflow validate`` (and training trained on ``v``)."""
+    import shutil
+
+    import netCDF4
+
+    from opflow.data.transforms import derive
+    from solvers.base import get_generator
+    from solvers.generate import write_shard
+
+    src = write_shard(get_generator("lorenz63").from_config({}), 0, 0, 6, tmp_path / "src.nc", progress=False)
+    good = derive(src, tmp_path / "good.nc", n_train=4, n_test=2)
+    bad = tmp_path / "renamed.nc"
+    shutil.copy(good, bad)
+    with netCDF4.Dataset(bad, "a") as nc:
+        nc.renameVariable("y", "v")
+    assert main(["validate", str(src), str(good), str(bad)]) == 1
+    assert capsys.readouterr().out.splitlines() == [
+        f"{src}: ok",
+        f"{good}: ok",
+        f"{bad}: INVALID: variables differ from what generator 'lorenz63' writes ([x, y, y0, z, z0]): missing [y]; not written by it [v] "
+        "(renamed after generation?); make the file again from its source (snakemake, or `opflow regenerate FILE --out NEW`)",
+    ]

@@ -120,3 +120,29 @@ def test_too_little_room_is_refused_before_writing(tmp_path: Path, monkeypatch: 
     ), str(e.value)
     assert "nothing was written" in str(e.value)
     assert list((tmp_path / "out").iterdir()) == []
+
+
+def test_validate_holds_a_derived_file_to_its_split_rule(tmp_path: Path) -> None:
+    """Before: a derived file whose samples were all relabelled train, or whose split was gone, passed."""
+    import netCDF4
+
+    from opflow.data.format import validate
+
+    src = source(tmp_path)
+    d = derive(src, tmp_path / "d.nc", n_train=8, n_test=3, n_val=1)
+    assert validate(d) == []
+    with netCDF4.Dataset(d, "a") as nc:
+        nc.variables["split"][:] = 0
+    assert validate(d) == [
+        "split has 12 train, 0 test, 0 val samples but opflow_split_rule records 8 train, 3 test, 1 val "
+        "(the dataset's configured sizes); derive it again (opflow derive)"
+    ]
+    with netCDF4.Dataset(d, "a") as nc:
+        nc.renameVariable("split", "part")
+    assert validate(d) == ["no 'split' variable, but it is a derived file whose opflow_split_rule records 8 train, 3 test, 1 val; derive it again (opflow derive)"]
+    # a file without a split rule: the split must still hold test samples
+    with netCDF4.Dataset(d, "a") as nc:
+        nc.renameVariable("part", "split")
+        nc.delncattr("opflow_split_rule")
+    assert validate(d) == ["split has no test samples (12 train, 0 test, 0 val): there is nothing to evaluate on; derive it again with --test N"]
+    assert validate(src) == [], "a source (no split) is not held to a split"
