@@ -240,8 +240,8 @@ def _learning_command(fn: Callable[[argparse.Namespace], int]) -> Callable[[argp
             logger.setLevel(logging.INFO)
         try:
             return fn(a)
-        except ConfigError as e:
-            print(f"opflow: {e}", file=sys.stderr)
+        except ConfigError as e:  # every problem of the config, one line each
+            print("\n".join(f"opflow: {p}" for p in e.problems), file=sys.stderr)
             return 2
 
     wrapped.__doc__ = fn.__doc__
