@@ -30,12 +30,20 @@ writing:
 Only the temporaries of the same target are considered (the name must match the pattern above
 exactly), never other files of the folder.
 
+Out of space. A write that fails because the file system (or the user's quota, or the file-size
+limit of ``ulimit -f``) is full raises :class:`opflow.data.errors.DiskFullError` naming the path,
+the bytes free there and the bytes being written, after the temporary file is removed (so the
+message itself, and the log it goes to, have room again): :func:`no_space_error`. Where the size
+is known before the work starts (merging shards, deriving a dataset), :func:`require_space`
+refuses at once instead of failing at the end.
+
 Standard library only: cheap to import from anywhere.
 """
 
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 import re
 import socket
@@ -43,6 +51,9 @@ import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
+
+#: errno values of a write that found no room: file system full, quota exceeded, file-size limit
+NO_SPACE_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EFBIG})
 
 #: a temporary file of another host is removed only when unmodified for this long (seconds)
 FOREIGN_STALE_AFTER_S = 7 * 24 * 3600
@@ -114,11 +125,125 @@ def remove_stale_temporaries(path: str | os.PathLike[str]) -> list[Path]:
     return removed
 
 
+# --------------------------------------------------------------------------- out of space
+
+
+def _existing(path: Path) -> Path:
+    """``path`` or its nearest existing ancestor (the file system a new file would land on)."""
+    path = Path(os.path.abspath(path))
+    while not path.exists() and path != path.parent:
+        path = path.parent
+    return path
+
+
+def free_bytes(path: str | os.PathLike[str]) -> int:
+    """Bytes an unprivileged writer may still use on the file system that holds (or would hold) ``path``."""
+    st = os.statvfs(_existing(Path(path)))
+    return st.f_bavail * st.f_frsize
+
+
+def mount_point(path: str | os.PathLike[str]) -> Path:
+    """The mount point of the file system that holds (or would hold) ``path``."""
+    p = _existing(Path(path))
+    while not os.path.ismount(p) and p != p.parent:
+        p = p.parent
+    return p
+
+
+def file_size_limit() -> int | None:
+    """The soft file-size limit of this process (``ulimit -f``) in bytes, or None when unlimited."""
+    try:
+        import resource
+    except ImportError:  # not POSIX
+        return None
+    soft, _ = resource.getrlimit(resource.RLIMIT_FSIZE)
+    return None if soft == resource.RLIM_INFINITY else int(soft)
+
+
+def _size(n: int) -> str:
+    for unit, scale in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
+        if n >= scale:
+            return f"{n} bytes ({n / scale:.1f} {unit})"
+    return f"{n} bytes"
+
+
+def no_space_error(
+    path: str | os.PathLike[str], *, need: int | None = None, raw: int | None = None, written: int | None = None, before: bool = False
+) -> Exception:
+    """The :class:`~opflow.data.errors.DiskFullError` of a write of ``path`` that found no room.
+
+    ``need``: the bytes the file takes (or an estimate), when known; ``raw``: else the size of its
+    data uncompressed (an upper bound), when known; ``written``: how far the write
+    got before it failed; ``before``: refused before writing (:func:`require_space`) rather than
+    failed midway (then the partial file has been removed). The message names the file system and
+    its free bytes, or the file-size limit when that is what stopped the write.
+    """
+    from opflow.data.errors import DiskFullError
+
+    path = Path(path)
+    limit, free, mount = file_size_limit(), free_bytes(path), mount_point(path)
+    # the file system has room for all of it: what stopped the write is the file-size limit
+    if limit is not None and free > max(need or 0, written or 0) + 2**20:
+        where = f"the file-size limit of this process (ulimit -f) is {_size(limit)}"
+        fix = "raise the limit (ulimit -f unlimited) or write smaller files"
+    else:
+        where = f"no space left on device: the file system {mount} has {_size(free)} free"
+        fix = f"free space on {mount} or write elsewhere (the config's root: names the output folder)"
+    parts = [where]
+    if need is not None:
+        parts.append(f"the file needs about {_size(need)}")
+    elif raw is not None:
+        parts.append(f"its data take {_size(raw)} uncompressed")
+    if written is not None and not before:
+        parts.append(f"{_size(written)} were written")
+    done = "nothing was written" if before else "the partial file was removed"
+    return DiskFullError(f"{path}: {'; '.join(parts)}; {done}; {fix}")
+
+
+def require_space(path: str | os.PathLike[str], need: int) -> None:
+    """Refuse (:class:`~opflow.data.errors.DiskFullError`) to start writing ``need`` bytes to ``path``
+    when its file system has less free, or the file-size limit is lower."""
+    limit = file_size_limit()
+    if need > free_bytes(path) or (limit is not None and need > limit):
+        raise no_space_error(path, need=need, before=True)
+
+
+def is_out_of_space(exc: BaseException, tmp: str | os.PathLike[str], *, margin: int = 2**20) -> bool:
+    """Whether writing ``tmp`` failed with ``exc`` for lack of room.
+
+    True for an :class:`OSError` with an errno of :data:`NO_SPACE_ERRNOS`; libraries that hide the
+    errno (HDF5 under netCDF4 raises ``RuntimeError("NetCDF: HDF error")``) count when the file
+    system has less than ``margin`` bytes free or ``tmp`` has reached the file-size limit.
+    """
+    if isinstance(exc, OSError) and exc.errno is not None:
+        return exc.errno in NO_SPACE_ERRNOS
+    if not isinstance(exc, OSError | RuntimeError):
+        return False
+    try:
+        if free_bytes(tmp) < margin:
+            return True
+        limit = file_size_limit()
+        return limit is not None and Path(tmp).exists() and Path(tmp).stat().st_size + min(margin, limit // 4) >= limit
+    except OSError:
+        return False
+
+
+def written_bytes(tmp: str | os.PathLike[str]) -> int | None:
+    """Bytes of ``tmp`` so far, as allocated on disk (None when it does not exist)."""
+    try:
+        st = Path(tmp).stat()
+        return min(st.st_size, st.st_blocks * 512) if hasattr(st, "st_blocks") else st.st_size
+    except OSError:
+        return None
+
+
 @contextlib.contextmanager
 def atomic_path(path: str | os.PathLike[str]) -> Iterator[Path]:
     """Yield a temporary path to write; on a normal exit rename it over ``path`` (parents created).
 
-    Stale temporaries of ``path`` left by killed writers are removed first (see module doc).
+    Stale temporaries of ``path`` left by killed writers are removed first (see module doc). A
+    write that runs out of space becomes :class:`~opflow.data.errors.DiskFullError`, the
+    temporary removed.
     """
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -127,6 +252,13 @@ def atomic_path(path: str | os.PathLike[str]) -> Iterator[Path]:
     try:
         yield tmp
         os.replace(tmp, path)
+    except (OSError, RuntimeError) as e:
+        if not is_out_of_space(e, tmp):
+            raise
+        err = no_space_error(path, written=written_bytes(tmp))  # measured before the temporary goes
+        with contextlib.suppress(FileNotFoundError):
+            tmp.unlink()
+        raise err from None
     finally:
         with contextlib.suppress(FileNotFoundError):
             tmp.unlink()

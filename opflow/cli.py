@@ -47,14 +47,23 @@ def _inspect(a: argparse.Namespace) -> int:
 def _validate(a: argparse.Namespace) -> int:
     """Check each file (docs/format.md); one line per problem, ``FILE: INVALID: problem``; exit 1 on any.
 
+    Besides the schema: the split contract, and the variables against those the file's generator
+    declares (:mod:`opflow.data.contract`; the generators are imported from ``solvers`` when present).
+
     A damaged file (a chunk that does not decompress) is such a problem line, never a traceback.
     Files of an older format version pass with a ``FILE: warning: ...`` line (see docs/format.md).
     """
     from opflow.data.format import check_file
 
+    try:  # the generators declare their variables; they live in solvers (see _regenerate on this import)
+        from solvers.regenerate import declared_variables
+    except ImportError as e:
+        declared_variables, why = None, f"variables not checked against their generator: the solvers package cannot be imported here ({e})"
     status = 0
     for f in a.files:
-        report = check_file(f)
+        report = check_file(f, declared=declared_variables)
+        if declared_variables is None:
+            report.warnings.append(why)
         for w in report.warnings:
             print(f"{f}: warning: {w}")
         for pr in report.problems:
@@ -143,32 +152,61 @@ def _regenerate(a: argparse.Namespace) -> int:
 
 @command("show", lambda p: p.add_argument("files", nargs="+", help="results JSON file(s) written by opflow evaluate"))
 def _show(a: argparse.Namespace) -> int:
-    """Print each results file; one ``opflow: FILE: problem`` line (exit 2) for an unreadable or foreign one."""
+    """Print each results file; one ``opflow: FILE: problem`` line (exit 2) for an unreadable or foreign one.
+
+    A file of another kind (a dataset, a model) is named as such with the command that reads it.
+    """
     from opflow.records import RecordError, Results
 
     status = 0
     for f in a.files:
         try:
-            r = Results.load(f).to_dict()
+            lines = _results_lines(f, Results.load(f).to_dict())
         except RecordError as e:
             print(f"opflow: {e}", file=sys.stderr)
             status = 2
             continue
-        print(f"{f}:")
-        for k in ("dataset", "model", "device", "epochs", "parameters", "train_time_s"):
-            if k in r:
-                print(f"  {k}: {r[k]}")
-        m = r.get("metrics", {})
-        for k, v in m.items():
-            if isinstance(v, int | float):
-                print(f"  {k}: {v:.5g}")
-        for name, v in (m.get("frame_groups") or {}).items():
-            print(f"  frames {v['frames'][0]}-{v['frames'][1]} ({name}): rel L2 mean {v['rel_l2_mean']:.5g}")
-        for res, v in (r.get("zero_shot") or {}).items():
-            print(f"  zero-shot {res}: rel L2 mean {v.get('rel_l2_mean', float('nan')):.5g}")
-        for name, v in (r.get("eval_sets") or {}).items():
-            print(f"  eval set {name}: rel L2 mean {v['rel_l2_mean']:.5g} median {v['rel_l2_median']:.5g} max {v['rel_l2_max']:.5g}")
+        print("\n".join(lines))
     return status
+
+
+def _results_lines(f: str, r: dict) -> list[str]:
+    """The lines ``opflow show`` prints for results ``r`` of file ``f``; RecordError when a section
+    that holds numbers is not a mapping (a damaged or hand-edited file)."""
+    from collections.abc import Mapping
+
+    from opflow.records import RecordError, Results
+
+    def section(value: object, key: str) -> Mapping:
+        if value is None and key != "metrics":
+            return {}
+        if not isinstance(value, Mapping):
+            kind = "null" if value is None else type(value).__name__
+            raise RecordError(f"{f}: {key!r} is {kind}, not a mapping of metric values: the file is damaged or was edited; {Results.FIX}")
+        return value
+
+    lines = [f"{f}:"]
+    for k in ("dataset", "model", "device", "epochs", "parameters", "train_time_s"):
+        if k in r:
+            lines.append(f"  {k}: {r[k]}")
+    m = section(r.get("metrics"), "metrics")
+    not_shown = []
+    for k, v in m.items():
+        if isinstance(v, bool) or isinstance(v, str):
+            lines.append(f"  {k}: {v}")
+        elif isinstance(v, int | float):
+            lines.append(f"  {k}: {v:.5g}")
+        elif k != "frame_groups":
+            not_shown.append(k)
+    for name, v in section(m.get("frame_groups"), "metrics.frame_groups").items():
+        lines.append(f"  frames {v['frames'][0]}-{v['frames'][1]} ({name}): rel L2 mean {v['rel_l2_mean']:.5g}")
+    for res, v in section(r.get("zero_shot"), "zero_shot").items():
+        lines.append(f"  zero-shot {res}: rel L2 mean {section(v, f'zero_shot.{res}').get('rel_l2_mean', float('nan')):.5g}")
+    for name, v in section(r.get("eval_sets"), "eval_sets").items():
+        lines.append(f"  eval set {name}: rel L2 mean {v['rel_l2_mean']:.5g} median {v['rel_l2_median']:.5g} max {v['rel_l2_max']:.5g}")
+    if not_shown:
+        lines.append(f"  (in the file, not shown: metrics {', '.join(not_shown)})")
+    return lines
 
 
 def _stderr_handler() -> "logging.Handler":
@@ -203,8 +241,8 @@ def _learning_command(fn: Callable[[argparse.Namespace], int]) -> Callable[[argp
             logger.setLevel(logging.INFO)
         try:
             return fn(a)
-        except ConfigError as e:
-            print(f"opflow: {e}", file=sys.stderr)
+        except ConfigError as e:  # every problem of the config, one line each
+            print("\n".join(f"opflow: {p}" for p in e.problems), file=sys.stderr)
             return 2
 
     wrapped.__doc__ = fn.__doc__

@@ -407,19 +407,48 @@ def parse_workflow(config: Mapping[str, Any]) -> WorkflowConfig:
 
 def check_workflow(config: Mapping[str, Any] | WorkflowConfig) -> WorkflowConfig:
     """Parse and cross-check the learning half: models' hyperparameters, sources of datasets,
-    eval sets and every merged (dataset, model) training config. Imports no torch."""
+    eval sets and every merged (dataset, model) training config. Imports no torch.
+
+    Every cross-check runs: the :class:`ConfigError` names all mistakes at once, one line each
+    (:attr:`ConfigError.problems`). A key or value the typed tree refuses stops at the first one."""
     from opflow.models.hparams import check_hparams
 
     wf = config if isinstance(config, WorkflowConfig) else parse_workflow(config)
+    problems = Problems()
     for name, entry in wf.models.items():
-        check_hparams(entry.arch, entry.hparams(), where=f"models.{name}")
+        problems.check(check_hparams, entry.arch, entry.hparams(), where=f"models.{name}")
     for d, ds in wf.datasets.items():
         if ds.source not in wf.sources and wf.sources:
-            raise ConfigError(f"datasets.{d}.source: no source {ds.source!r}; defined sources: {sorted(wf.sources)}")
-        wf.eval_sets(d)
+            problems.add(f"datasets.{d}.source: no source {ds.source!r}; defined sources: {sorted(wf.sources)}")
+        problems.check(wf.eval_sets, d)
         for m in wf.models:
-            wf.train_config(d, m)
+            problems.check(wf.train_config, d, m)
+    problems.raise_any()
     return wf
+
+
+class Problems:
+    """Collects the :class:`ConfigError` lines of many checks, so that a config's mistakes are
+    reported all at once (one line each) rather than one per run."""
+
+    def __init__(self) -> None:
+        self.lines: list[str] = []
+
+    def add(self, line: str) -> None:
+        self.lines.append(line)
+
+    def check(self, fn: Any, *args: Any, **kwargs: Any) -> Any:
+        """``fn(*args, **kwargs)``, its ConfigError's lines recorded instead of raised (then None)."""
+        try:
+            return fn(*args, **kwargs)
+        except ConfigError as e:
+            self.lines.extend(e.problems)
+            return None
+
+    def raise_any(self) -> None:
+        """Raise one ConfigError holding every line so far (nothing when there is none)."""
+        if self.lines:
+            raise ConfigError.collect(self.lines)
 
 
 # ---- the functional face used by rules, CLI and tests (raw config mappings in, checked values out)
@@ -572,6 +601,7 @@ __all__ = [
     "LOSSES",
     "OPERATIONAL_KEYS",
     "DatasetConfig",
+    "Problems",
     "EvalConfig",
     "ModelEntry",
     "SourceConfig",

@@ -326,12 +326,20 @@ class Results(_Record):
 
     @classmethod
     def load(cls, path: str | os.PathLike[str]) -> Results:
-        """Read a results JSON; :class:`RecordError` for a missing, truncated or foreign file."""
+        """Read a results JSON; :class:`RecordError` for a missing, truncated or foreign file (one of
+        another kind, a NetCDF dataset or a model file, named with the command that reads it)."""
+        from opflow.filekind import wrong_file
+
         path = Path(path)
+        other = wrong_file(path, "an opflow results JSON")  # a dataset, a model, a directory: say so
+        if other is not None:
+            raise RecordError(other)
         try:
             text = path.read_text()
         except OSError as e:
             raise RecordError(f"{path}: cannot read it ({e.strerror or _first_line(e)})") from None
+        except UnicodeDecodeError as e:
+            raise RecordError(f"{path}: not an opflow results JSON: not UTF-8 text ({e.reason} at byte {e.start}); {cls.FIX}") from None
         try:
             data = json.loads(text)
         except json.JSONDecodeError as e:

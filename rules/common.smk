@@ -12,9 +12,9 @@ from opflow.data.errors import ConfigError  # noqa: E402
 from solvers.config import check_config, check_pairs, dataset_resolution, source_info, unavailable_sources  # noqa: E402
 
 try:
-    WF = check_config(config)  # the typed tree and the profile's targets; one clear line instead of a traceback, before any job
-except ConfigError as e:
-    sys.exit(f"opflow: config error at {e}")
+    WF = check_config(config)  # the typed tree and the profile's targets; one clear line per mistake instead of a traceback, before any job
+except ConfigError as e:  # every mistake of the config, one line each
+    sys.exit("\n".join(f"opflow: config error at {p}" for p in e.problems))
 if unavailable_sources():  # e.g. the FEM sources on a GPU machine without gmsh: the other targets still run
     print(
         f"opflow: sources {', '.join(sorted(unavailable_sources()))} cannot be made here (not checked); "
@@ -118,11 +118,11 @@ def derive_input(wildcards):
     where = out(f"data/{wildcards.dataset}/{wildcards.grid}.nc")
     if wildcards.grid == "all":
         if info.grid is not None:
-            raise ValueError(f"{where}: source {ds.source!r} is a grid; ask for data/{wildcards.dataset}/r<res>.nc with res in {info.resolutions()}")
+            stop(f"{where}: source {ds.source!r} is a grid; ask for data/{wildcards.dataset}/r<res>.nc with res in {info.resolutions()}")
     elif info.grid is None:
-        raise ValueError(f"{where}: source {ds.source!r} has no grid to subsample; ask for data/{wildcards.dataset}/all.nc")
+        stop(f"{where}: source {ds.source!r} has no grid to subsample; ask for data/{wildcards.dataset}/all.nc")
     elif int(wildcards.grid[1:]) not in info.resolutions():
-        raise ValueError(
+        stop(
             f"{where}: {wildcards.grid[1:]} is not a strided subsample of the {info.grid}-point grid of source {ds.source!r}; "
             f"valid resolutions: {info.resolutions()}"
         )
@@ -173,18 +173,50 @@ def eval_set_files(dataset):
 # --------------------------------------------------------------------------- targets that do not exist
 
 
+def stop(message):
+    """End the run with one line ``opflow: <message>`` while the DAG is built (no job started).
+
+    Raised from an input function, a ValueError would come back wrapped in Snakemake's
+    InputFunctionException with traceback lines; SystemExit is not caught there.
+    """
+    raise SystemExit(f"opflow: {message}")
+
+
+def nearest(word, names, n=3):
+    """The configured ``names`` closest to a mistyped ``word`` (difflib), closest first."""
+    from difflib import get_close_matches
+
+    return get_close_matches(word, sorted(names), n=n, cutoff=0.5)
+
+
+def _guess(path):
+    """'did you mean ...' for a results or data path whose dataset or model is misspelt ('' when no guess)."""
+    name = Path(path).name
+    if name.endswith(".json"):
+        pairs = [f"{d}_{m}" for d in WF.datasets for m in WF.models]
+        close = nearest(name.removesuffix(".json"), pairs)
+        return f"; nearest: {', '.join(out(f'results/{c}.json') for c in close)}" if close else ""
+    parts = Path(path).parts
+    if "data" in parts[:-2]:  # <root>/data/<dataset>/<grid>.nc
+        ds = parts[parts.index("data") + 1]
+        close = nearest(ds, WF.datasets)
+        if ds not in WF.datasets and ds != "sources" and close:
+            return f"; no dataset {ds!r}, nearest: {', '.join(close)}"
+    return ""
+
+
 def explain_target(path):
-    """Raise a message listing what can be asked for (used by rules/targets.smk)."""
+    """Stop with one line naming ``path``, the nearest valid targets and what can be asked for (rules/targets.smk)."""
     root = "." if ROOT in ("", ".") else ROOT
     if root != "." and not path.startswith(f"{root}/"):
-        raise ValueError(f"{path}: this profile writes everything under its root {root!r}; did you mean {out(path)}?")
+        stop(f"{path}: this profile writes everything under its root {root!r}; did you mean {out(path)}?")
     parts = Path(path).parts[-3:]
     if len(parts) == 3 and parts[0] == "data" and parts[1] in WF.datasets and re.fullmatch(r"r\d+|all", parts[2].removesuffix(".nc")):  # a configured dataset at a grid it cannot have
         from types import SimpleNamespace
 
         derive_input(SimpleNamespace(dataset=parts[1], grid=parts[2].removesuffix(".nc")))
-    hint = f"this profile writes under root {root!r}: results are {out('results/<dataset>_<model>.json')}"
-    raise ValueError(
-        f"{path} is not a target of this workflow; {hint} with dataset one of {sorted(WF.datasets)} and model one of "
-        f"{sorted(WF.models)}; data are {out('data/<dataset>/r<res>.nc')}; `snakemake` alone builds the profile's targets {WF.targets}"
+    stop(
+        f"{path} is not a target of this workflow{_guess(path)}; results are {out('results/<dataset>_<model>.json')} with dataset one of "
+        f"{sorted(WF.datasets)} and model one of {sorted(WF.models)}; data are {out('data/<dataset>/r<res>.nc')}; "
+        f"`snakemake` alone builds the profile's targets {WF.targets}"
     )

@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from opflow.compat import DataShape, check_pair, hparams_of, pairs_of_targets
-from opflow.config import WorkflowConfig, check_workflow, parse_workflow
+from opflow.config import Problems, WorkflowConfig, check_workflow, parse_workflow
 from opflow.data.errors import ConfigError, DatasetError, MissingStackError
 from opflow.data.provenance import params_hash
 from opflow.data.transforms import GRID_DIMS, is_periodic, stride_for
@@ -131,37 +131,50 @@ def check_generation_config(config: Mapping[str, Any] | WorkflowConfig) -> Workf
     """
     wf = config if isinstance(config, WorkflowConfig) else parse_workflow(config)
     infos: dict[str, SourceInfo] = {}
+    problems = Problems()
     _UNAVAILABLE.clear()
     for name in wf.sources:
         try:
             infos[name] = source_info(wf, name)
         except MissingStackError as e:
             _UNAVAILABLE[name] = str(e)
+        except ConfigError as e:
+            problems.lines.extend(e.problems)
     for name, src in wf.sources.items():
         if name in infos and src.mpi_ranks > 1 and not infos[name].mpi:
-            raise ConfigError(f"sources.{name}.mpi_ranks: {src.mpi_ranks} but solver {src.solver!r} does not run under MPI; set mpi_ranks: 1")
+            problems.add(f"sources.{name}.mpi_ranks: {src.mpi_ranks} but solver {src.solver!r} does not run under MPI; set mpi_ranks: 1")
     for name, ds in wf.datasets.items():
-        where = f"datasets.{name}"
-        if ds.source not in wf.sources:
-            raise ConfigError(f"{where}.source: no source {ds.source!r}; defined sources: {sorted(wf.sources)}")
-        have = wf.sources[ds.source].n_samples
-        need = ds.train + ds.val + ds.test
-        if need > have:
-            raise ConfigError(f"{where}: train + val + test = {need} samples but sources.{ds.source}.n_samples is {have}; raise n_samples or shrink the splits")
-        if ds.source in _UNAVAILABLE:  # checked where its solver stack is installed; a job that needs it stops with the reason
-            continue
-        info = infos[ds.source]
-        for res in [ds.resolution, *ds.zero_shot]:
-            if res is None:
-                continue
-            if info.grid is None:
-                raise ConfigError(f"{where}: resolution given but source {ds.source!r} has no square grid to subsample")
-            try:
-                stride_for(info.grid, res, periodic=info.periodic)
-            except DatasetError as e:
-                raise ConfigError(f"{where}: {e}") from None
-        _check_task_and_view(where, ds, info)
+        problems.check(_check_dataset, f"datasets.{name}", ds, wf, infos)
+    problems.raise_any()
     return wf
+
+
+def _check_dataset(where: str, ds: Any, wf: WorkflowConfig, infos: dict[str, SourceInfo]) -> None:
+    """The generation checks of one dataset; a ConfigError holds all of its problems."""
+    if ds.source not in wf.sources:
+        raise ConfigError(f"{where}.source: no source {ds.source!r}; defined sources: {sorted(wf.sources)}")
+    problems = Problems()
+    have = wf.sources[ds.source].n_samples
+    need = ds.train + ds.val + ds.test
+    if need > have:
+        problems.add(f"{where}: train + val + test = {need} samples but sources.{ds.source}.n_samples is {have}; raise n_samples or shrink the splits")
+    if ds.source in _UNAVAILABLE or ds.source not in infos:  # checked where its solver stack is installed / its source is wrong
+        problems.raise_any()
+        return
+    info = infos[ds.source]
+    resolutions = [("resolution", ds.resolution)] + [(f"zero_shot[{i}]", r) for i, r in enumerate(ds.zero_shot)]
+    for key, res in resolutions:
+        if res is None:
+            continue
+        if info.grid is None:
+            problems.add(f"{where}.{key}: {res} given but source {ds.source!r} has no square grid to subsample")
+            continue
+        try:
+            stride_for(info.grid, res, periodic=info.periodic)
+        except DatasetError as e:
+            problems.add(f"{where}.{key}: {e}")
+    problems.check(_check_task_and_view, where, ds, info)
+    problems.raise_any()
 
 
 def _check_task_and_view(where: str, ds: Any, info: SourceInfo) -> None:
@@ -208,9 +221,17 @@ def _check_task_and_view(where: str, ds: Any, info: SourceInfo) -> None:
 
 def check_config(config: Mapping[str, Any], targets: Sequence[str] | None = None) -> WorkflowConfig:
     """Everything checked at load time: the typed tree, the learning cross checks, the generators,
-    and the (dataset, model) pairs of ``targets`` (default: the config's own ``targets``)."""
-    wf = check_generation_config(check_workflow(config))
-    check_targets(wf, wf.targets if targets is None else targets)
+    and the (dataset, model) pairs of ``targets`` (default: the config's own ``targets``).
+
+    All cross checks of both halves run; the :class:`ConfigError` lists every mistake, one line each.
+    The pairs are checked when the rest is sound (they read the sources' layouts)."""
+    wf = parse_workflow(config)
+    problems = Problems()
+    problems.check(check_workflow, wf)
+    problems.check(check_generation_config, wf)
+    if not problems.lines:
+        problems.check(check_targets, wf, wf.targets if targets is None else targets)
+    problems.raise_any()
     return wf
 
 

@@ -152,6 +152,25 @@ def _generator(attrs: dict[str, Any], path: Path) -> tuple[Any, int]:
     return gen, seed
 
 
+def declared_variables(attrs: dict[str, Any], path: str | os.PathLike = "the file") -> Any:
+    """The variables the generator recorded in ``attrs`` writes with the recorded parameters
+    (:class:`opflow.data.contract.Declared`; ``opflow validate`` checks files against it), or None
+    when no generator of that name is registered (a test's, another version's). Coordinates that
+    cannot be built here (a mesh without gmsh) are left unchecked."""
+    from opflow.data.contract import Declared
+    from solvers.base import available_generators
+
+    if str(attrs.get("opflow_generator")) not in available_generators():
+        return None
+
+    gen, _ = _generator(attrs, Path(path))
+    try:
+        coords: frozenset[str] | None = frozenset(gen.coords())
+    except Exception:  # noqa: BLE001 - e.g. ModuleNotFoundError for gmsh: the fields are still checked
+        coords = None
+    return Declared(gen.name, frozenset(gen.fields()), coords)
+
+
 def _contiguous(index: np.ndarray, path: Path) -> tuple[int, int]:
     if index.size == 0:
         raise DatasetError(f"{path}: has no samples; nothing to regenerate")

@@ -32,14 +32,14 @@ from __future__ import annotations
 
 import contextlib
 import os
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from ..atomic import remove_stale_temporaries, temporary_name
+from ..atomic import is_out_of_space, no_space_error, remove_stale_temporaries, require_space, temporary_name, written_bytes
 from .errors import DatasetError
 from .provenance import append_history, history_line
 
@@ -153,6 +153,13 @@ class DatasetWriter:
     ``Conventions`` attribute (computed from the variables), a default ``title`` (the file name)
     when ``attrs`` has none, and one ``history`` line ``<UTC time>: <history>`` appended to the
     ``history`` in ``attrs`` (``history`` defaults to this process's command line).
+
+    ``expected_bytes``: the file's size when the caller knows it in advance (a merge, a derive);
+    the writer then refuses to start when the file system has less free
+    (:func:`opflow.atomic.require_space`). A write that runs out of space midway removes the
+    temporary file and raises :class:`~opflow.data.errors.DiskFullError` naming the file, the
+    bytes free and the bytes written; any other failure of the netCDF library raises
+    :class:`DatasetError` naming the file being written (never the file being read).
     """
 
     def __init__(
@@ -164,6 +171,7 @@ class DatasetWriter:
         *,
         complevel: int = 4,
         history: str | None = None,
+        expected_bytes: int | None = None,
     ) -> None:
         import netCDF4
 
@@ -172,6 +180,13 @@ class DatasetWriter:
         self.path = Path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
         remove_stale_temporaries(self.path)
+        self.expected_bytes = expected_bytes
+        #: the data's size uncompressed (for messages)
+        self.raw_bytes = sum(
+            int(np.prod([dims[d] for d in vdims if d in dims], dtype=np.int64)) * np.dtype(dtype).itemsize for vdims, dtype, _ in variables.values()
+        )
+        if expected_bytes is not None:
+            require_space(self.path, expected_bytes)
         self.tmp = temporary_name(self.path)
         self.dims = dict(dims)
         self._written: dict[str, np.ndarray] = {}
@@ -193,7 +208,11 @@ class DatasetWriter:
         attrs.pop("Conventions", None)
         attrs.pop("opflow_format", None)
         glob.update(attrs)
-        self._nc = netCDF4.Dataset(self.tmp, "w", format="NETCDF4")
+        try:
+            self._nc = netCDF4.Dataset(self.tmp, "w", format="NETCDF4")
+        except OSError as e:
+            self._nc = None
+            self._fail(e)
         try:
             for name, size in self.dims.items():
                 self._nc.createDimension(name, size)
@@ -222,6 +241,8 @@ class DatasetWriter:
                         var.setncattr(k, _netcdf_value(v))
             for k, v in glob.items():
                 self._nc.setncattr(k, _netcdf_value(v))
+        except (OSError, RuntimeError) as e:
+            self._fail(e)
         except BaseException:
             self._abort()
             raise
@@ -239,26 +260,48 @@ class DatasetWriter:
             role = var.getncattr("role") if "role" in var.ncattrs() else None
             if role in ("input", "output") and np.issubdtype(data.dtype, np.floating) and not np.all(np.isfinite(data)):
                 raise DatasetError(f"non-finite values in {name!r} for samples {start}:{stop}; nothing was saved")
-            var[start:stop] = data
+            self._store(var, slice(start, stop), data)
             self._written[name][start:stop] = True
             if name in self._mirror:
                 self.write(self._mirror[name], data, start)
         else:
-            var[...] = data
+            self._store(var, Ellipsis, data)
+
+    def _store(self, var: Any, key: Any, data: np.ndarray) -> None:
+        try:
+            var[key] = data
+        except (OSError, RuntimeError) as e:
+            self._fail(e)
 
     def close(self) -> Path:
         missing = {n: int((~w).sum()) for n, w in self._written.items() if not w.all()}
         if missing:
             self._abort()
             raise DatasetError(f"{self.path}: samples were never written for {missing}; nothing was saved")
-        self._nc.setncattr("opflow_format", FORMAT)
-        self._nc.close()
-        os.replace(self.tmp, self.path)
+        try:
+            self._nc.setncattr("opflow_format", FORMAT)
+            self._nc.close()  # HDF5 flushes its chunk cache here: a full disk often shows only now
+            os.replace(self.tmp, self.path)
+        except (OSError, RuntimeError) as e:
+            self._fail(e)
         return self.path
 
+    def _fail(self, e: BaseException) -> None:
+        """Remove the temporary and raise what ``e`` means for this file: out of space, or a failed write."""
+        full = is_out_of_space(e, self.tmp)
+        err: DatasetError = (
+            no_space_error(self.path, need=self.expected_bytes, raw=self.raw_bytes, written=written_bytes(self.tmp))  # type: ignore[assignment]
+            if full
+            else DatasetError(f"{self.path}: writing it failed ({e}); nothing was saved")
+        )
+        self._abort()
+        raise err from None
+
     def _abort(self) -> None:
-        with contextlib.suppress(Exception):
-            self._nc.close()
+        if self._nc is not None:
+            with contextlib.suppress(Exception):
+                self._nc.close()
+            self._nc = None
         with contextlib.suppress(FileNotFoundError):
             self.tmp.unlink()
 
@@ -297,6 +340,10 @@ def write_dataset(
 def open_dataset(path: str | os.PathLike) -> Iterator[Any]:
     """Open an opflow dataset with netCDF4, raising :class:`DatasetError` for anything unusable.
 
+    A path that is not a NetCDF file at all (a directory, a results JSON, a model file) is named as
+    what it is, with the command that reads it (:func:`opflow.filekind.wrong_file`); only a file
+    that looks like NetCDF but does not open is called truncated, to be regenerated.
+
     A netCDF read error inside the ``with`` block (``RuntimeError("NetCDF: HDF error")`` from a
     chunk that does not decompress) becomes a :class:`DatasetError` naming the file as damaged, so
     every command that reads through here fails with one line rather than an HDF traceback. (With
@@ -307,6 +354,11 @@ def open_dataset(path: str | os.PathLike) -> Iterator[Any]:
     path = Path(path)
     if not path.exists():
         raise DatasetError(f"{path}: no such dataset file; generate it with snakemake (see README)")
+    from ..filekind import wrong_file
+
+    other = wrong_file(path, "a readable NetCDF-4 file")  # a directory, a results JSON, a model: say so, advise no deletion
+    if other is not None:
+        raise DatasetError(other)
     try:
         nc = netCDF4.Dataset(path, "r")
     except OSError as e:
@@ -435,7 +487,7 @@ def _list_positions(positions: list[int], limit: int = 10) -> str:
     return text + (f", ... ({len(positions) - limit} more)" if len(positions) > limit else "")
 
 
-def check_file(path: str | os.PathLike, *, block: int = 64) -> ValidationReport:
+def check_file(path: str | os.PathLike, *, block: int = 64, declared: Callable[[dict[str, Any], Path], Any] | None = None) -> ValidationReport:
     """Check schema, attributes and values of a dataset file (see ``docs/format.md``).
 
     Problems: a missing ``sample`` dimension or coordinate, unknown split codes or roles, fields
@@ -445,6 +497,13 @@ def check_file(path: str | os.PathLike, *, block: int = 64) -> ValidationReport:
     read (damaged file) is a problem naming the variable and samples, never an exception.
     A file of an older readable format (see :data:`READABLE_FORMATS`) is accepted with a warning
     that it lacks what newer formats added.
+
+    The contract of :mod:`opflow.data.contract`: the split (a derived file has one, with the sizes
+    its ``opflow_split_rule`` records; test samples, and train samples unless the rule records
+    none) and, with ``declared`` ((global attributes, path) -> :class:`opflow.data.contract.Declared`, e.g.
+    :func:`solvers.regenerate.declared_variables`; None for a generator not registered here), the
+    variables its generator writes. A lookup that fails (a solver stack missing here, parameters
+    that no longer load) is a warning, not a problem.
     """
     report = ValidationReport()
     problems, warnings = report.problems, report.warnings
@@ -530,9 +589,30 @@ def check_file(path: str | os.PathLike, *, block: int = 64) -> ValidationReport:
             for a in ("opflow_generator", "opflow_params", "opflow_params_hash"):
                 if a not in nc.ncattrs():
                     problems.append(f"missing provenance attribute {a!r}")
+            _check_contract(nc, report, declared)
     except DatasetError as e:
         problems.append(str(e))
     return report
+
+
+def _check_contract(nc: Any, report: ValidationReport, declared: Callable[[dict[str, Any], Path], Any] | None) -> None:
+    """The split and variable contract of :mod:`opflow.data.contract`, added to ``report``."""
+    from .contract import split_problems, variable_problems
+
+    try:
+        report.problems.extend(split_problems(nc, SPLITS))
+    except (OSError, RuntimeError) as e:
+        report.problems.append(_damaged(nc.filepath(), "the split variable", e))
+    if declared is None or "opflow_generator" not in nc.ncattrs():
+        return
+    attrs = _attrs(nc)
+    try:
+        spec = declared(attrs, Path(nc.filepath()))
+    except Exception as e:  # noqa: BLE001 - the lookup runs a generator's code: any failure only means "not checked"
+        report.warnings.append(f"variables not checked against generator {attrs['opflow_generator']!r}: {type(e).__name__}: {e}")
+        return
+    if spec is not None:  # None: a generator this installation does not have
+        report.problems.extend(variable_problems(nc, spec))
 
 
 def validate(path: str | os.PathLike) -> list[str]:

@@ -17,6 +17,8 @@ def merge_shards(paths: Sequence[str | os.PathLike], out: str | os.PathLike) -> 
     The shards must come from the same generator, parameters and seed (same ``opflow_params_hash``)
     and their sample indices must tile one contiguous range without gaps or overlaps. The merged
     file's ``history`` keeps the distinct lines of all shards (in sample order) and adds the merge.
+    The merged file takes about the shards' total size: a file system with less free space is
+    refused before anything is written (:class:`~opflow.data.errors.DiskFullError`).
     """
     if not paths:
         raise DatasetError("merge_shards: no shard files given")
@@ -49,7 +51,8 @@ def merge_shards(paths: Sequence[str | os.PathLike], out: str | os.PathLike) -> 
         attrs["history"] = "\n".join(dict.fromkeys(lines))
         static = {name: np.asarray(v[...]) for name, v in nc.variables.items() if v.dimensions[:1] != ("sample",)}
 
-    with DatasetWriter(out, dims, spec, attrs) as w:
+    size = sum(Path(p).stat().st_size for p in paths)  # the same chunks, compressed the same way
+    with DatasetWriter(out, dims, spec, attrs, expected_bytes=size) as w:
         for name, data in static.items():
             w.write(name, data)
         offset = 0

@@ -79,7 +79,12 @@ def derive(
     name: str = "",
     block: int = 32,
 ) -> Path:
-    """Write a subsampled, split-labelled dataset ``out`` from a generated set ``source``."""
+    """Write a subsampled, split-labelled dataset ``out`` from a generated set ``source``.
+
+    Its size is estimated from the source's (the kept fraction of samples and grid points): a file
+    system with less free space is refused before anything is written
+    (:class:`~opflow.data.errors.DiskFullError`).
+    """
     with open_dataset(source) as nc:
         dims = {k: len(d) for k, d in nc.dimensions.items()}
         grid = [d for d in GRID_DIMS if d in dims]
@@ -121,7 +126,9 @@ def derive(
             key = tuple(slice(None, None, stride) if d in grid else slice(None) for d in v.dimensions)
             return data[key]
 
-        with DatasetWriter(out, new_dims, spec, attrs) as w:
+        kept = order.size / max(1, dims["sample"]) * float(np.prod([new_dims[d] / dims[d] for d in grid]))
+        size = int(Path(source).stat().st_size * kept)
+        with DatasetWriter(out, new_dims, spec, attrs, expected_bytes=size) as w:
             w.write("split", codes, 0)
             for n, v in nc.variables.items():
                 if v.dimensions[:1] != ("sample",):

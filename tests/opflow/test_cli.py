@@ -233,3 +233,71 @@ def test_train_refuses_non_finite_training_data_with_exit_2(project: dict, capsy
     assert main(args) == 2
     err = capsys.readouterr().err
     assert f"opflow: {project['data']}: variable 'sol' has 1 non-finite value(s) in 1 of 12 samples of the train split, the first at position 5" in err
+
+
+def test_show_names_a_null_metrics_section_and_files_of_other_kinds(project: dict) -> None:
+    """Before: ``metrics: null`` and a binary file crashed ``opflow show`` with a traceback."""
+    root = project["root"]
+    good = json.loads((ROOT / "published" / "burgers512_fno1d" / "result.json").read_text())
+    (root / "null.json").write_text(json.dumps({**good, "metrics": None}))
+    (root / "blob.bin").write_bytes(bytes(range(256)) * 8)
+    files = [root / "null.json", project["data"], root / "blob.bin"]
+    out = opflow_subprocess("show", *map(str, files))
+    assert out.returncode == 2 and out.stdout == "" and "Traceback" not in out.stderr, out.stderr
+    lines = out.stderr.splitlines()
+    assert lines == [
+        f"opflow: {root / 'null.json'}: 'metrics' is null, not a mapping of metric values: the file is damaged or was edited; "
+        "re-evaluate (delete it and rerun opflow evaluate, or its snakemake target)",
+        f"opflow: {project['data']}: not an opflow results JSON but a NetCDF dataset file; summarise it with "
+        f"`opflow inspect {project['data']}`, check it with `opflow validate {project['data']}`",
+        f"opflow: {root / 'blob.bin'}: not an opflow results JSON but a binary file of unknown format",
+    ], lines
+
+
+def test_show_prints_string_metrics_and_names_those_it_does_not_print(project: dict, capsys: pytest.CaptureFixture[str]) -> None:
+    """Before: a string metric (a note) was dropped silently."""
+    good = json.loads((ROOT / "published" / "burgers512_fno1d" / "result.json").read_text())
+    good["metrics"]["note"] = "diverged at epoch 36"
+    (project["root"] / "r.json").write_text(json.dumps(good))
+    assert main(["show", str(project["root"] / "r.json")]) == 0
+    shown = capsys.readouterr().out.splitlines()
+    assert "  note: diverged at epoch 36" in shown and "  (in the file, not shown: metrics per_channel)" in shown, shown
+
+
+def test_inspect_and_validate_name_a_json_file_and_a_directory_without_advising_deletion(project: dict, capsys: pytest.CaptureFixture[str]) -> None:
+    """Before: both said 'not a readable NetCDF-4 file ...: delete it and regenerate it with snakemake'."""
+    res = ROOT / "published" / "burgers512_fno1d" / "result.json"
+    assert main(["inspect", str(res)]) == 2
+    err = capsys.readouterr().err
+    assert err == (f"opflow: {res}: not a readable NetCDF-4 file but an opflow results JSON (written by `opflow evaluate`); "
+                   f"print it with `opflow show {res}`\n"), err
+    folder = project["data"].parent
+    assert main(["validate", str(folder)]) == 1
+    out = capsys.readouterr().out
+    assert out == f"{folder}: INVALID: not a readable NetCDF-4 file but a directory; give the files in it, e.g. `opflow validate {folder}/*.nc`\n", out
+    assert "delete" not in err + out
+
+
+def test_validate_checks_a_derived_file_against_its_generators_variables(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Before: a derived file with ``y`` renamed ``v`` passed ``opflow validate`` (and training trained on ``v``)."""
+    import shutil
+
+    import netCDF4
+
+    from opflow.data.transforms import derive
+    from solvers.base import get_generator
+    from solvers.generate import write_shard
+
+    src = write_shard(get_generator("lorenz63").from_config({}), 0, 0, 6, tmp_path / "src.nc", progress=False)
+    good = derive(src, tmp_path / "good.nc", n_train=4, n_test=2)
+    bad = tmp_path / "renamed.nc"
+    shutil.copy(good, bad)
+    with netCDF4.Dataset(bad, "a") as nc:
+        nc.renameVariable("y", "v")
+    assert main(["validate", str(src), str(good), str(bad)]) == 1
+    assert capsys.readouterr().out.splitlines() == [
+        f"{src}: ok",
+        f"{good}: ok",
+        f"{bad}: INVALID: variables differ from what generator 'lorenz63' writes ([x, y, y0, z, z0]): missing [y]; not written by it [v] "
+        "(renamed after generation?); make the file again from its source (snakemake, or `opflow regenerate FILE --out NEW`)",
+    ]

@@ -101,7 +101,9 @@ BAD = [
     # (change over the quick profile + TINY, message)
     ({"sources": {"darcy_piecewise": {"n_sample": 3}}}, "sources.darcy_piecewise: unknown key 'n_sample'; allowed: mpi_ranks, n_samples"),
     ({"sources": {"darcy_piecewise": {"params": {"coefficent": "lognormal"}}}}, "sources.darcy_piecewise.params: unknown parameter 'coefficent'"),
-    ({"datasets": {"darcy": {"resolution": 100}}}, "100 is not a strided subsample of 421 nodes"),
+    ({"datasets": {"darcy": {"resolution": 100}}}, "datasets.darcy.resolution: resolution 100 is not a strided subsample of 421 nodes"),
+    # the key was "datasets.darcy43:" alone, whichever of resolution and zero_shot was wrong
+    ({"datasets": {"darcy43": {"zero_shot": [61, 44]}}}, "datasets.darcy43.zero_shot[1]: resolution 44 is not a strided subsample of 421 nodes; choose one of [421, 211"),
     ({"training": {"epoch": 3}}, "training: unknown key 'epoch'"),
     ({"models": {"ono": {"widht": 3}}}, "models.ono: ono has no hyperparameter 'widht'"),
     # what a new user hit: each passed `snakemake -n` and failed in the train job, after all generation
@@ -126,6 +128,22 @@ def test_bad_config_is_named_at_load_time(change: dict, message: str) -> None:
     assert message in str(e.value)
 
 
+def test_every_mistake_of_a_config_is_reported_at_once() -> None:
+    """Shrinking a source breaks every dataset on it: before, one error per run, so one edit per error."""
+    cfg = deep_merge(load_config_files([str(p) for p in PROFILES["quick"]]), TINY)
+    cfg = deep_merge(cfg, {"sources": {"darcy_piecewise": {"n_samples": 10}}, "datasets": {"lorenz63": {"zero_shot": [5]}}, "models": {"ono": {"n_layers": 0}}})
+    with pytest.raises(ConfigError) as e:
+        check_config(cfg)
+    on_darcy = sorted(d for d, ds in cfg["datasets"].items() if ds["source"] == "darcy_piecewise")
+    assert len(on_darcy) == 10
+    assert e.value.problems == [
+        "models.ono.n_layers: 0 must be >= 1",
+        *(f"datasets.{d}: train + val + test = 24 samples but sources.darcy_piecewise.n_samples is 10; raise n_samples or shrink the splits" for d in sorted(on_darcy, key=list(cfg["datasets"]).index)),
+        "datasets.lorenz63.zero_shot[0]: 5 given but source 'lorenz63' has no square grid to subsample",
+    ], e.value.problems
+    assert str(e.value) == "\n".join(e.value.problems)
+
+
 def test_snakemake_stops_before_any_job_with_the_key_named(tmp_path: Path) -> None:
     run = snakemake(tmp_path, deep_merge(TINY, {"models": {"ono": {"n_layers": -2}}}), "out/results/darcy_ono.json", extra=("-n",))
     assert run.returncode != 0
@@ -139,14 +157,18 @@ def test_snakemake_stops_before_any_job_with_the_key_named(tmp_path: Path) -> No
     [
         ("results/darcy_ono.json", "results/darcy_ono.json: this profile writes everything under its root 'quick'; did you mean quick/results/darcy_ono.json?"),
         ("quick/data/darcy/r50.nc", "50 is not a strided subsample of the 421-point grid of source 'darcy_piecewise'; valid resolutions: [2, 3, 4, 5, 6, 7, 8, 11"),
+        ("quick/results/darcyy_ono.json", "quick/results/darcyy_ono.json is not a target of this workflow; nearest: quick/results/darcy_ono.json, "),
+        ("quick/data/darcyy/r43.nc", "quick/data/darcyy/r43.nc is not a target of this workflow; no dataset 'darcyy', nearest: darcy, "),
     ],
 )
 def test_targets_that_cannot_be_made_are_explained_before_any_job(tmp_path: Path, target: str, message: str) -> None:
+    """One line ``opflow: <target>...`` (before: wrapped in Snakemake's InputFunctionException with traceback lines)."""
     run = snakemake(tmp_path, None, target, extra=("-n",))
     text = run.stdout + run.stderr
     assert run.returncode != 0
-    assert message in text, text[-3000:]
+    assert f"opflow: {target}" in text and message in text, text[-3000:]
     assert "rule shard" not in text
+    assert "Exception" not in text and "Traceback" not in text, text[-3000:]
 
 
 def test_a_model_that_does_not_fit_its_data_stops_the_dry_run_before_any_job(tmp_path: Path) -> None:

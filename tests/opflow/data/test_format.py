@@ -425,3 +425,61 @@ def test_format_1_files_are_read_and_pass_validate_with_a_warning(tmp_path: Path
         nc.opflow_format = "opflow-dataset/99"
     with pytest.raises(DatasetError, match=r"format 'opflow-dataset/99', this opflow reads \['opflow-dataset/1', 'opflow-dataset/2'\]"):
         read_dataset(old)
+
+
+# --------------------------------------------------------------------------- out of space
+
+_WRITE_UNDER_A_LIMIT = """
+import resource, signal, sys
+import numpy as np
+from opflow.data.format import Variable, write_dataset
+from opflow.data.errors import DiskFullError
+from opflow.data.provenance import provenance_attrs
+
+signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # a write past the limit then fails with EFBIG
+resource.setrlimit(resource.RLIMIT_FSIZE, (200_000, resource.getrlimit(resource.RLIMIT_FSIZE)[1]))
+f = np.random.default_rng(0).standard_normal((20, 65, 65))
+v = {"sample_index": Variable(("sample",), np.arange(20)), "u": Variable(("sample", "x", "y"), f, {"role": "output", "units": "1", "long_name": "u"})}
+try:
+    write_dataset(sys.argv[1], v, provenance_attrs("t", {}, 0))
+except DiskFullError as e:
+    print(e)
+"""
+
+
+def test_a_write_that_runs_out_of_room_names_it_and_leaves_nothing(tmp_path: Path) -> None:
+    """Before: ``RuntimeError: NetCDF: HDF error`` from deep inside netCDF4, and the temporary stayed.
+
+    The room runs out for real (a file-size limit, as a full disk would: HDF5 hides the errno)."""
+    out = tmp_path / "big.nc"
+    run = subprocess.run([sys.executable, "-c", _WRITE_UNDER_A_LIMIT, str(out)], capture_output=True, text=True, timeout=120,
+                         cwd=Path(__file__).resolve().parents[3], env={**os.environ, "OMP_NUM_THREADS": "1"})
+    assert run.returncode == 0 and "Traceback" not in run.stderr, run.stderr[-2000:]
+    msg = run.stdout.strip()
+    assert msg.startswith(f"{out}: the file-size limit of this process (ulimit -f) is 200000 bytes"), msg
+    assert "its data take 676160 bytes (660.3 KiB) uncompressed" in msg and "the partial file was removed" in msg, msg
+    assert list(tmp_path.iterdir()) == [], "no temporary file is left behind"
+
+
+def test_a_full_file_system_is_named_with_free_and_written_bytes(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """An ENOSPC from the writer (or HDF5's errno-less error on a nearly full disk) names the file system."""
+    import errno
+
+    import opflow.atomic as atomic
+    from opflow.atomic import atomic_path
+    from opflow.data.errors import DiskFullError
+
+    monkeypatch.setattr(atomic, "free_bytes", lambda path: 4096)
+    out = tmp_path / "model.pt"
+    with pytest.raises(DiskFullError) as e:
+        with atomic_path(out) as tmp:
+            tmp.write_bytes(b"x" * 10)
+            raise OSError(errno.ENOSPC, "No space left on device")
+    msg = str(e.value)
+    assert msg.startswith(f"{out}: no space left on device: the file system ") and "has 4096 bytes (4.0 KiB) free" in msg, msg
+    assert "were written; the partial file was removed; free space on" in msg, msg
+    assert list(tmp_path.iterdir()) == []
+    assert atomic.is_out_of_space(RuntimeError("NetCDF: HDF error"), out)  # 4096 bytes free: the disk filled up
+    monkeypatch.setattr(atomic, "free_bytes", lambda path: 2**40)
+    assert not atomic.is_out_of_space(RuntimeError("NetCDF: HDF error"), out)
+    assert not atomic.is_out_of_space(PermissionError(errno.EACCES, "denied"), out)

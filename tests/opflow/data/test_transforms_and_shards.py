@@ -95,3 +95,54 @@ def test_periodic_grids_use_point_count_strides(tmp_path: Path) -> None:
     ds = read_dataset(derive(src, tmp_path / "q.nc", resolution=4, n_train=2, n_test=1))
     np.testing.assert_array_equal(ds["x"], [0, 0.25, 0.5, 0.75])
     np.testing.assert_array_equal(ds["w"], f[:, ::4, ::4])
+
+
+@pytest.mark.parametrize("command", ["derive", "merge"])
+def test_too_little_room_is_refused_before_writing(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, command: str) -> None:
+    """Before: the whole copy ran, then ``NetCDF: HDF error`` (derive blamed the source as damaged) and
+    a temporary stayed. The output's size is known from the inputs, so a full disk is refused at once."""
+    import opflow.atomic as atomic
+    from opflow.data.errors import DiskFullError
+
+    src = source(tmp_path, n=12, s=33)
+    monkeypatch.setattr(atomic, "free_bytes", lambda path: 1000)
+    out = tmp_path / "out" / "x.nc"
+    with pytest.raises(DiskFullError) as e:
+        if command == "derive":
+            derive(src, out, resolution=17, n_train=6, n_test=2)
+        else:
+            merge_shards([src], out)
+    size = src.stat().st_size
+    need = size if command == "merge" else int(size * 8 / 12 * (17 / 33) ** 2)
+    assert str(e.value).startswith(
+        f"{out}: no space left on device: the file system {atomic.mount_point(out)} has 1000 bytes free; "
+        f"the file needs about {need} bytes"
+    ), str(e.value)
+    assert "nothing was written" in str(e.value)
+    assert list((tmp_path / "out").iterdir()) == []
+
+
+def test_validate_holds_a_derived_file_to_its_split_rule(tmp_path: Path) -> None:
+    """Before: a derived file whose samples were all relabelled train, or whose split was gone, passed."""
+    import netCDF4
+
+    from opflow.data.format import validate
+
+    src = source(tmp_path)
+    d = derive(src, tmp_path / "d.nc", n_train=8, n_test=3, n_val=1)
+    assert validate(d) == []
+    with netCDF4.Dataset(d, "a") as nc:
+        nc.variables["split"][:] = 0
+    assert validate(d) == [
+        "split has 12 train, 0 test, 0 val samples but opflow_split_rule records 8 train, 3 test, 1 val "
+        "(the dataset's configured sizes); derive it again (opflow derive)"
+    ]
+    with netCDF4.Dataset(d, "a") as nc:
+        nc.renameVariable("split", "part")
+    assert validate(d) == ["no 'split' variable, but it is a derived file whose opflow_split_rule records 8 train, 3 test, 1 val; derive it again (opflow derive)"]
+    # a file without a split rule: the split must still hold test samples
+    with netCDF4.Dataset(d, "a") as nc:
+        nc.renameVariable("part", "split")
+        nc.delncattr("opflow_split_rule")
+    assert validate(d) == ["split has no test samples (12 train, 0 test, 0 val): there is nothing to evaluate on; derive it again with --test N"]
+    assert validate(src) == [], "a source (no split) is not held to a split"
