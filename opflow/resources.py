@@ -26,8 +26,8 @@ Evaluation (``eval_mem_mb``) is the same with 8 bytes per parameter (weights and
 gradients, no optimizer) and ``D`` over every file it reads (test set, zero-shot grids, extra
 evaluation sets). A merge or derive job (``io_mem_mb``) holds its input once, and one output of the
 same size: ``round_up(1.5 (BASE_IO_MB + 2 D), 256)``. A shard job's memory depends on the solver,
-not on anything known before it runs: :data:`SHARD_MEM_MB` (a 421 x 421 Darcy shard, a 416^2
-Navier-Stokes shard fit), capped at the site's limit like the rest.
+not on anything known before it runs: :data:`SHARD_MEM_MB` (the value the profile asked for every
+shard before), capped at the site's limit like the rest.
 
 The estimate only needs files that exist when the job is submitted (its inputs). In a dry run they
 usually do not yet, so the rules report ``mem_mb=<TBD>`` for those jobs (Snakemake's convention):
