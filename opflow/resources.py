@@ -86,7 +86,8 @@ class SiteLimits(StrictModel):
     """``profiles/slurm/site.yaml``: what the cluster allows, in one place."""
 
     #: the memory of the largest node (MB, as slurm.conf's RealMemory); ``auto``: the largest
-    #: ``sinfo`` reports for the partition (no limit where there is no SLURM); ``null``: no limit
+    #: ``sinfo`` reports for the partition (rules/common.smk asks only when the jobs go to SLURM;
+    #: no limit where there is none); ``null``: no limit
     max_mem_mb: MemLimit = "auto"
     #: partition of the CPU jobs (``null``: the cluster's default partition)
     partition: Str | None = None

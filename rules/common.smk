@@ -169,11 +169,17 @@ def eval_set_files(dataset):
 _CAPS = {}
 
 
+def _on_slurm():
+    """Whether the jobs go to SLURM (the plugin's executor, or its jobstep inside a job)."""
+    return str(getattr(workflow.executor_plugin, "name", "")).startswith("slurm")
+
+
 def mem_cap(gpus=0):
-    """The site's memory limit of a job with ``gpus`` GPUs (``auto``: asked of sinfo once)."""
+    """The site's memory limit of a job with ``gpus`` GPUs. ``auto`` asks sinfo, once, and only when
+    the jobs go to SLURM: local runs and dry runs never wait on a SLURM client without a controller."""
     key = bool(gpus)
     if key not in _CAPS:
-        _CAPS[key] = res.max_mem_mb(SITE, int(key))
+        _CAPS[key] = None if SITE.max_mem_mb == "auto" and not _on_slurm() else res.max_mem_mb(SITE, int(key))
     return _CAPS[key]
 
 
