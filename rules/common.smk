@@ -2,6 +2,7 @@
 # explanations. Loaded first by the Snakefile; no rules here.
 
 import json
+import os
 import re
 import shlex
 import sys
@@ -23,6 +24,12 @@ if unavailable_sources():  # e.g. the FEM sources on a GPU machine without gmsh:
     )
 
 from opflow.config import resolve_run  # noqa: E402
+from opflow import resources as res  # noqa: E402
+
+try:  # the cluster's limits (profiles/slurm/site.yaml; OPFLOW_SLURM_SITE names another file)
+    SITE = res.load_site(os.environ.get("OPFLOW_SLURM_SITE") or Path(workflow.basedir) / res.SITE_FILE)
+except ConfigError as e:
+    sys.exit(f"opflow: site config error: {e}")
 
 PY = shlex.quote(sys.executable)
 _VENV_MPIEXEC = Path(sys.executable).parent / "mpiexec"
@@ -168,6 +175,80 @@ def zero_shot_files(dataset):
 def eval_set_files(dataset):
     """{name: file} of the dataset's extra evaluation sets (a dataset's file or a source's file)."""
     return {name: (dataset_file(target) if kind == "dataset" else source_file(target)) for name, (kind, target) in WF.eval_sets(dataset).items()}
+
+
+# --------------------------------------------------------------------------- what each job asks for
+
+
+_CAPS = {}
+
+
+def _on_slurm():
+    """Whether the jobs go to SLURM (the plugin's executor, or its jobstep inside a job)."""
+    return str(getattr(workflow.executor_plugin, "name", "")).startswith("slurm")
+
+
+def mem_cap(gpus=0):
+    """The site's memory limit of a job with ``gpus`` GPUs. ``auto`` asks sinfo, once, and only when
+    the jobs go to SLURM: local runs and dry runs never wait on a SLURM client without a controller."""
+    key = bool(gpus)
+    if key not in _CAPS:
+        _CAPS[key] = None if SITE.max_mem_mb == "auto" and not _on_slurm() else res.max_mem_mb(SITE, int(key))
+    return _CAPS[key]
+
+
+def partition(gpus=0):
+    """The site's partition for a job with ``gpus`` GPUs (None: the cluster's default)."""
+    return lambda wildcards: SITE.partition_for(gpus(wildcards) if callable(gpus) else gpus)
+
+
+def account(wildcards):
+    return SITE.account
+
+
+def _at_submission(estimate):
+    """``estimate`` where the job is submitted; inside the job (Snakemake's remote mode: the plugin's
+    jobstep) the allocation's own memory, so the job's Snakemake neither reads headers nor imports torch."""
+
+    def mem_mb(wildcards, input):
+        if workflow.remote_exec:
+            return int(os.environ.get("SLURM_MEM_PER_NODE") or SITE.min_mem_mb)
+        return estimate(wildcards, input)
+
+    mem_mb.__doc__ = estimate.__doc__
+    return mem_mb
+
+
+def shard_mem_mb(wildcards):
+    return res.fixed_mem_mb(res.SHARD_MEM_MB, mem_cap())
+
+
+@_at_submission
+def io_mem_mb(wildcards, input):
+    """merge_shards, derive_dataset: the input (read from its headers once it exists) and the output."""
+    return res.io_mem_mb(res.data_bytes(input).nbytes, mem_cap(), SITE.min_mem_mb)
+
+
+def _model_size(dataset, model, files):
+    data = res.data_bytes(files)
+    entry = WF.model(model)
+    return res.parameter_count({"arch": entry.arch, **entry.hparams()}, data), data
+
+
+@_at_submission
+def train_mem_mb(wildcards, input):
+    """opflow.resources.train_mem_mb of the run: its model's parameters and its data file."""
+    gpus = WF.train_config(wildcards.dataset, wildcards.model).gpus
+    params, data = _model_size(wildcards.dataset, wildcards.model, [input[0]])
+    return res.train_mem_mb(params, data.nbytes, gpus, mem_cap(gpus), SITE.min_mem_mb)
+
+
+@_at_submission
+def eval_mem_mb(wildcards, input):
+    """opflow.resources.eval_mem_mb: the model and every data file the evaluation reads."""
+    files = [input.data, *input.zero_shot, *input.eval_sets]
+    params, data = _model_size(wildcards.dataset, wildcards.model, files)
+    return res.eval_mem_mb(params, data.nbytes, WF.evaluate.gpus, mem_cap(WF.evaluate.gpus), SITE.min_mem_mb)
 
 
 # --------------------------------------------------------------------------- targets that do not exist

@@ -23,6 +23,9 @@ rule shard:
     threads: lambda w: WF.sources[w.source].threads
     resources:
         tasks=lambda w: WF.sources[w.source].mpi_ranks,
+        mem_mb=shard_mem_mb,
+        slurm_partition=partition(),
+        slurm_account=account,
     log:
         out("logs/shard/{source}-{start}-{stop}.log"),
     conda:
@@ -39,6 +42,10 @@ rule merge_shards:
         out("data/sources/{source}.nc"),
     params:
         py=PY,
+    resources:
+        mem_mb=io_mem_mb,
+        slurm_partition=partition(),
+        slurm_account=account,
     log:
         out("logs/merge/{source}.log"),
     conda:
@@ -58,6 +65,10 @@ rule derive_dataset:
         train=lambda w: WF.datasets[w.dataset].train,
         val=lambda w: WF.datasets[w.dataset].val,
         test=lambda w: WF.datasets[w.dataset].test,
+    resources:
+        mem_mb=io_mem_mb,
+        slurm_partition=partition(),
+        slurm_account=account,
     log:
         out("logs/derive/{dataset}-{grid}.log"),
     conda:

@@ -8,7 +8,7 @@
 #   <root>/results/<dataset>_<model>.png     truth / prediction / error of test samples
 #   <root>/logs/evaluate/<dataset>_<model>.log
 #
-# Resources: `gpu` = evaluate.gpus (see rules/train.smk).
+# Resources: `gpu` = evaluate.gpus, `mem_mb` from the model and every file read (see rules/train.smk).
 
 
 rule evaluate:
@@ -28,6 +28,9 @@ rule evaluate:
     threads: WF.evaluate.threads
     resources:
         gpu=WF.evaluate.gpus,
+        mem_mb=eval_mem_mb,
+        slurm_partition=partition(WF.evaluate.gpus),
+        slurm_account=account,
     log:
         out("logs/evaluate/{dataset}_{model}.log"),
     conda:

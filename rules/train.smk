@@ -17,6 +17,9 @@
 # the SLURM plugin places jobs with gpu > 0 on GPU nodes; locally `--resources gpu=1` runs one
 # training at a time on the GPU). With training.nproc > 1 the job launches
 # `torchrun --standalone --nproc_per_node <nproc>` (DDP, one GPU per process).
+# `mem_mb` follows the run: estimated from the model's parameter count and the data file's size
+# when the job is ready, at most the site's limit (opflow/resources.py, profiles/slurm/site.yaml);
+# `slurm_partition` / `slurm_account` are the site's (the GPU partition for jobs with GPUs).
 
 
 rule train:
@@ -32,6 +35,9 @@ rule train:
     threads: lambda w: WF.train_config(w.dataset, w.model).threads
     resources:
         gpu=lambda w: WF.train_config(w.dataset, w.model).gpus,
+        mem_mb=train_mem_mb,
+        slurm_partition=partition(lambda w: WF.train_config(w.dataset, w.model).gpus),
+        slurm_account=account,
     log:
         out("logs/train/{dataset}_{model}.log"),
     conda:
