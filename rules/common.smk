@@ -206,13 +206,24 @@ def account(wildcards):
     return SITE.account
 
 
+def _estimate_wanted():
+    """Whether a job's ``mem_mb`` is read by anyone: a cluster executor (the scheduler's request), a
+    dry run (it shows the request), or a local run bounded by ``--resources mem_mb=...``. A plain local
+    run has no use for it and is spared the estimate (it imports torch into Snakemake's own process,
+    about 1.5 s per run); its jobs show the site's floor, ``min_mem_mb``."""
+    return not workflow.local_exec or workflow.dryrun or "mem_mb" in workflow.global_resources
+
+
 def _at_submission(estimate):
-    """``estimate`` where the job is submitted; inside the job (Snakemake's remote mode: the plugin's
-    jobstep) the allocation's own memory, so the job's Snakemake neither reads headers nor imports torch."""
+    """``estimate`` where the job is submitted and the value is used (:func:`_estimate_wanted`); inside
+    the job (Snakemake's remote mode: the plugin's jobstep) the allocation's own memory, so the job's
+    Snakemake neither reads headers nor imports torch."""
 
     def mem_mb(wildcards, input):
         if workflow.remote_exec:
             return int(os.environ.get("SLURM_MEM_PER_NODE") or SITE.min_mem_mb)
+        if not _estimate_wanted():
+            return SITE.min_mem_mb
         return estimate(wildcards, input)
 
     mem_mb.__doc__ = estimate.__doc__

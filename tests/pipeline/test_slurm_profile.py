@@ -118,13 +118,15 @@ def test_the_profile_leaves_memory_to_the_rules() -> None:
 
 def test_the_quick_training_asks_what_it_needs_once_its_data_exist(tiny_run: tuple[Path, subprocess.CompletedProcess]) -> None:
     """Not 64 GB: the estimate from the model's parameters and the data file (opflow/resources.py)."""
+    from workflow_helpers import TINY
+
     work, _ = tiny_run
-    configs = [ROOT / "config/quick.yaml", work / "test-config.yaml"]
+    tiny = work / "slurm-test-config.yaml"  # the shared run's config (other tests rewrite test-config.yaml)
+    tiny.write_text(yaml.safe_dump(dict(TINY)))
+    configs = [ROOT / "config/quick.yaml", tiny]
     jobs = dry_run(work, configs, "out/results/darcy43_ono.json", extra=("--forcerun", "train"))
     by_rule = {j["rule"]: j for j in jobs}
     data = res.data_bytes([work / "out/data/darcy43/r43.nc"])
-    from workflow_helpers import TINY
-
     params = res.parameter_count({"arch": "ono", **TINY["models"]["ono"]}, data)
     assert int(by_rule["train"]["resources"]["mem_mb"]) == res.train_mem_mb(params, data.nbytes) <= 4096
     assert int(by_rule["evaluate"]["resources"]["mem_mb"]) <= 4096

@@ -95,6 +95,18 @@ def test_no_hidden_temporaries_are_left(tiny_run) -> None:
     assert not [p for p in work.rglob(".*") if ".snakemake" not in p.parts and p.is_file() and ".tmp" in p.name]
 
 
+def test_a_plain_local_run_does_not_estimate_memory(tiny_run) -> None:
+    """Nothing reads mem_mb in a local run without ``--resources mem_mb=``: the jobs carry the site's
+    floor, and Snakemake's own process is spared the estimate (building the model imports torch).
+    The estimate itself, seen in dry runs and on SLURM: tests/pipeline/test_slurm_profile.py."""
+    _, run = tiny_run
+    asked = re.findall(r"rule (train|evaluate):(?:\n    .*)*?\n    resources: [^\n]*?mem_mb=(\d+)", run.stderr)
+    assert {rule for rule, _ in asked} == {"train", "evaluate"}
+    from opflow import resources as res
+
+    assert {int(mb) for _, mb in asked} == {res.load_site(ROOT / res.SITE_FILE).min_mem_mb}
+
+
 # --------------------------------------------------------------------------- bad input stops early
 
 BAD = [
