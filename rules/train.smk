@@ -31,7 +31,10 @@ rule train:
         run=lambda w: shlex.quote(json.dumps(run_config(w.dataset, w.model), sort_keys=True)),
         out_dir=lambda w: out(f"models/{w.dataset}_{w.model}"),
         launcher=lambda w: train_launcher(w.dataset, w.model),
-        proc_threads=lambda w, threads: max(1, threads // WF.train_config(w.dataset, w.model).nproc),
+        # each of the nproc processes takes threads // nproc (at least 1), worked out by the shell: a
+        # params function taking `threads` would make Snakemake evaluate every train job's resources
+        # (the memory estimate imports torch) while it builds the DAG, dry runs included
+        nproc=lambda w: WF.train_config(w.dataset, w.model).nproc,
     threads: lambda w: WF.train_config(w.dataset, w.model).threads
     resources:
         gpu=lambda w: WF.train_config(w.dataset, w.model).gpus,
@@ -44,4 +47,4 @@ rule train:
         "../envs/opflow.yaml"
     shell:
         "{params.launcher} train --run-json {params.run} --data {input} --output {output} "
-        "--out-dir {params.out_dir} --restart-if-changed --threads {params.proc_threads} --no-progress 2> {log}"
+        "--out-dir {params.out_dir} --restart-if-changed --threads $(( {threads} >= {params.nproc} ? {threads} / {params.nproc} : 1 )) --no-progress 2> {log}"
