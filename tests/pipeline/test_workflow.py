@@ -222,8 +222,11 @@ def test_a_changed_training_config_retrains_through_snakemake(tiny_run, tmp_path
     model = work / "out/models/darcy43_ono/model.pt"
     before = ModelRecord.load(model).run_hash
     changed = deep_merge(TINY, {"models": {"ono": {"training": {"lr": 2.0e-3}}}})
-    run = snakemake(work, changed, "out/models/darcy43_ono/model.pt")
+    # a local run bounded by --resources mem_mb is one that reads the jobs' memory: the estimate is made
+    run = snakemake(work, changed, "out/models/darcy43_ono/model.pt", extra=("--resources", "mem_mb=100000"))
     assert run.returncode == 0, run.stderr[-3000:]
     assert "rule train" in run.stdout + run.stderr
     rec = ModelRecord.load(model)
     assert rec.run_hash != before and rec.run["training"]["lr"] == 2.0e-3
+    asked = re.search(r"rule train:(?:\n    .*)*?\n    resources: [^\n]*?mem_mb=(\d+)", run.stderr)
+    assert asked and int(asked[1]) > 1024, "the estimate (base 1024 MiB x 1.5 at least), not the site's floor"
