@@ -101,8 +101,13 @@ from benchmarks.common import loadavg, machine, timed_repeats, utc_timestamp, wr
 ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_OUT = "benchmarks/results/protocol_cost.json"
 REFERENCE = "config/reference.yaml"
-#: the wall-clock budget a protocol is compared with (the "fits" column)
+#: the wall-clock budget a protocol is compared with (the "fits" column: training and its per-epoch evaluations)
 FIT_HOURS = 2.5
+EVALUATION_NOTE = (
+    "hours = epochs x s/epoch (training steps only). The per-epoch test evaluation (eval_every; a rollout for window views) "
+    "is timed apart: eval_s_per_epoch, eval_share, hours_with_eval; the one final evaluation after training is not counted. "
+    "fits: hours_with_eval (hours where the evaluation was not timed) <= fit_hours."
+)
 #: address space a child may take beyond the memory cap (the interpreter, torch's libraries and thread
 #: stacks reserve a few GiB of virtual memory that is never resident)
 ADDRESS_SPACE_SLACK = 6 << 30
@@ -522,7 +527,6 @@ def record(entry: Mapping[str, Any], r: Mapping[str, Any], measured_with: str | 
     s_epoch = entry["steps_per_epoch"] * med
     rec["s_per_epoch"] = s_epoch
     rec["hours"] = entry["epochs"] * s_epoch / 3600
-    rec["fits"] = rec["hours"] <= FIT_HOURS
     c = r.get("compare_threads")
     if c:
         rec["compare_threads"] = {
@@ -534,7 +538,29 @@ def record(entry: Mapping[str, Any], r: Mapping[str, Any], measured_with: str | 
         rec["eval_s_per_epoch"] = ev / entry["eval_every"]
         rec["eval_share"] = rec["eval_s_per_epoch"] / s_epoch
         rec["hours_with_eval"] = entry["epochs"] * (s_epoch + rec["eval_s_per_epoch"]) / 3600
+    rec["fits"] = rec.get("hours_with_eval", rec["hours"]) <= FIT_HOURS  # the whole run: its evaluations too
     return rec
+
+
+#: the fields :func:`record` derives from a protocol's measurement (the rest of a row is its entry)
+DERIVED = (
+    "reference_label", "measured_with", "measurement", "step_s", "parameters", "timed_steps", "few_steps", "s_per_epoch",
+    "hours", "fits", "not_measured", "extrapolated", "compare_threads", "eval_s_per_epoch", "eval_share", "hours_with_eval",
+)
+
+
+def rederive(result: Mapping[str, Any]) -> dict[str, Any]:
+    """``result`` with every row's derived fields (s/epoch, hours, fits, ...) computed again by
+    :func:`record` from its stored measurement: a stored result read with this version's rules. The
+    measurements and the entries are kept as they are."""
+    out = dict(result)
+    rows = []
+    for row in result.get("protocols", []):
+        entry = {k: v for k, v in row.items() if k not in DERIVED}
+        rows.append(record(entry, row["measurement"], measured_with=row.get("measured_with")))
+    out["protocols"] = rows
+    out["evaluation_note"] = EVALUATION_NOTE
+    return out
 
 
 def _dur(s: float | None) -> str:
@@ -575,6 +601,65 @@ def markdown_table(result: Mapping[str, Any]) -> str:
         )
     for f in result.get("failed", []):
         lines.append(f"| {f['dataset']}/{f['model']} | {reference_label(f['reference'])} | | | | | failed: {f['error']} | | | | | |")
+    return "\n".join(lines)
+
+
+def _why_not(row: Mapping[str, Any]) -> str:
+    """The reason a protocol was not measured, in a few words (the whole reason is in the JSON)."""
+    why = row["not_measured"]
+    if "> the cap" in why:
+        return f"batch {row['batch']} over the memory cap"
+    if "can't allocate memory" in why or "MemoryError" in why:
+        return "an allocation failed under the memory cap"
+    if "ConfigError" in why:
+        return "refused by the config check: " + why.split(": ")[-1].split(";")[0].replace(" (view mesh)", "")
+    return why
+
+
+def _compact_label(label: str) -> str:
+    """``"ono: Table 2 (s = 61); ono: Table 2 (s = 85)"`` -> ``"ono: Table 2 (s = 61, 85)"``: one
+    paper prefix per paper, and the parentheses of entries with the same head merged."""
+    groups: list[tuple[str, list[str]]] = []
+    for part in label.split("; "):
+        paper, _, rest = part.partition(": ")
+        if groups and groups[-1][0] == paper:
+            groups[-1][1].append(rest)
+        else:
+            groups.append((paper, [rest]))
+    out = []
+    for paper, rests in groups:
+        parts = [re.fullmatch(r"(.*) \((?:s = )?(.*)\)", x) for x in rests]
+        if len(rests) > 1 and all(parts) and len({m.group(1) for m in parts}) == 1 and all("s = " in x for x in rests):
+            rests = [f"{parts[0].group(1)} (s = {', '.join(m.group(2) for m in parts)})"]
+        out.append(f"{paper}: {'; '.join(rests)}")
+    return "; ".join(out)
+
+
+def readme_table(result: Mapping[str, Any]) -> str:
+    """The README's cost table: one row per protocol, hours of the whole run (training and its
+    per-epoch evaluations), ``~`` marking an extrapolation from a batch-1 step."""
+    lines = [
+        f"| protocol | published | epochs | train samples | batch | s/epoch (train + eval) | hours | fits in {FIT_HOURS:g} h |",
+        "| --- | --- | ---: | ---: | ---: | ---: | ---: | --- |",
+    ]
+    for r in result["protocols"]:
+        n = f"{r['train_samples']:,}"
+        if r["train_items_per_sample"] != 1:
+            n += f" ({r['dataset_train']:,} x {r['train_items_per_sample']:g})"
+        ref = _compact_label(r["reference_label"]) if r["reference"] else "none" + (" (a target only)" if r.get("target") else "")
+        if r.get("separate_run"):
+            ref += " (measured in a separate run)"
+        if r["s_per_epoch"] is None:
+            x = r.get("extrapolated")
+            epoch = f"not measured: {_why_not(r)}" + (f"; a batch-1 step x {r['batch']}: {_dur(x['s_per_epoch'])}" if x else "")
+            hours, fits = (f"~{x['hours']:.3g}", "no" if x["hours"] > FIT_HOURS else "?") if x else ("-", "-")
+        else:
+            ev = r.get("eval_s_per_epoch")
+            epoch = f"{_dur(r['s_per_epoch'])} + {_dur(ev)}" if ev is not None else _dur(r["s_per_epoch"])
+            hours, fits = f"{r.get('hours_with_eval', r['hours']):.3g}", "**yes**" if r["fits"] else "no"
+        lines.append(f"| {r['dataset']}/{r['model']} | {ref} | {r['epochs']} | {n} | {r['batch']} | {epoch} | {hours} | {fits} |")
+    for f in result.get("failed", []):
+        lines.append(f"| {f['dataset']}/{f['model']} | {reference_label(f['reference'])} | | | | failed: {f['error']} | - | - |")
     return "\n".join(lines)
 
 
@@ -626,10 +711,27 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--out", default=None, help=f"result JSON (default {DEFAULT_OUT}; the smoke run writes only with --out)")
     ap.add_argument("--resume", action="store_true", help="keep the protocols that the --out file of an interrupted run (same config files and threads) measured")
     ap.add_argument("--smoke", action="store_true", help="quick configs, a few pairs, batch <= 2, one step, in-process (seconds)")
+    ap.add_argument("--table", metavar="JSON", default=None, help="measure nothing: print the README's table of a stored result (its rows derived again by this version's rules)")
+    ap.add_argument("--rederive", metavar="JSON", default=None, help="measure nothing: derive the rows of a stored result again by this version's rules and rewrite it")
     ap.add_argument("--child", default=None, help=argparse.SUPPRESS)
     a = ap.parse_args(argv)
     if a.child:
         print(json.dumps(measure(json.loads(Path(a.child).read_text()))))
+        return 0
+    if a.table or a.rederive:
+        path = Path(a.table or a.rederive)
+        try:
+            stored = json.loads(path.read_text())
+        except (OSError, json.JSONDecodeError) as e:
+            ap.error(f"{path}: not a readable protocol_cost result ({e}); make one with python -m benchmarks.protocol_cost --out {path}")
+        if stored.get("benchmark") != "protocol_cost":
+            ap.error(f"{path}: not a protocol_cost result (its 'benchmark' is {stored.get('benchmark')!r})")
+        fresh = rederive(stored)
+        if a.table:
+            print(readme_table(fresh))
+        else:
+            write_json_atomic(path, fresh | {"rederived_at": utc_timestamp()})
+            print(f"rewrote {path}: {sum(r['fits'] is True for r in fresh['protocols'])} of {len(fresh['protocols'])} fit in {FIT_HOURS:g} h")
         return 0
     if a.threads is None:
         a.threads = 1 if a.smoke else 2
@@ -678,10 +780,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "torch_threads": a.threads,
         "fit_hours": FIT_HOURS,
         "settings": settings | {"timeout_s": a.timeout_s, "isolation": "in-process" if a.smoke else "one subprocess per distinct step", "memory_available_bytes": avail},
-        "evaluation_note": (
-            "hours = epochs x s/epoch (training steps only). The per-epoch test evaluation (eval_every; a rollout for window views) "
-            "is timed apart: eval_s_per_epoch, eval_share, hours_with_eval; the one final evaluation after training is not counted."
-        ),
+        "evaluation_note": EVALUATION_NOTE,
         "protocols": [],
         "failed": [],
     }
