@@ -119,9 +119,9 @@ def publish(
         if (e.dataset, e.model) != pair:
             continue
         ours = statistic_of(res, e.statistic, e.where, e.metric)
-        ratio = ours / e.value if ours is not None and e.relation == "=" else None
+        ratio, meets = e.compare(ours)  # a bound ("<"): ours / bound and whether ours is below it
         published.append(
-            {"key": e.key, "published": e.value, "relation": e.relation, "ours": ours, "ratio": ratio, "paper": e.paper, "table": e.table}
+            {"key": e.key, "published": e.value, "relation": e.relation, "ours": ours, "ratio": ratio, "meets": meets, "paper": e.paper, "table": e.table}
         )
     training = (res.run.get("training") or {}) if isinstance(res.run, dict) else {}
     epoch_times = []
@@ -177,6 +177,8 @@ def run(a: argparse.Namespace) -> int:
         return 2
     for p in rec["published"]:
         ratio = "-" if p["ratio"] is None else f"{p['ratio']:.3g}"
+        if p.get("meets") is not None:
+            ratio += " of the bound: " + ("below it" if p["meets"] else "NOT below it")
         ours = "not in the results" if p["ours"] is None else f"{p['ours']:.4g}"
         print(f"{a.out}: {p['key']}: ours {ours}, published {p['relation']} {p['published']:.4g} ({p['paper']}, {p['table']}), ratio {ratio}")
     if not rec["published"]:

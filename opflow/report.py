@@ -89,6 +89,14 @@ class RefEntry:
     metric: str
     note: str = ""
 
+    def compare(self, ours: float | None) -> tuple[float | None, bool | None]:
+        """``(ratio, meets)`` of our number against this one: for an exact number (``=``) the ratio
+        ours / published and ``meets`` None; for a bound (``<``, "below 1 %") ours / bound and
+        whether ours is below it. ``(None, None)`` without our number."""
+        if ours is None or not math.isfinite(ours):
+            return None, None
+        return ours / self.value, (ours < self.value if self.relation == "<" else None)
+
     @property
     def source(self) -> str:
         """``<paper> <table>``, as the report prints it."""
@@ -234,9 +242,17 @@ class Row:
     @property
     def ratio(self) -> float | None:
         """ours / published, only for a run of the paper protocol against an exact (not a bound) number."""
-        if self.ours is None or self.ref is None or self.found is None or not self.found.protocol or self.ref.relation != "=":
+        if self.ref is None or self.found is None or not self.found.protocol or self.ref.relation != "=":
             return None
-        return self.ours / self.ref.value
+        return self.ref.compare(self.ours)[0]
+
+    @property
+    def bound(self) -> tuple[float, bool] | None:
+        """``(ours / bound, below it)`` for a run of the paper protocol against a bound (``<``)."""
+        if self.ref is None or self.found is None or not self.found.protocol or self.ref.relation != "<":
+            return None
+        ratio, meets = self.ref.compare(self.ours)
+        return None if ratio is None else (ratio, bool(meets))
 
 
 @dataclass
@@ -312,6 +328,8 @@ def markdown_table(report: Report) -> str:
         ratio = r.ratio
         reduced = r.found is not None and not r.found.protocol
         ratio_txt = f"{ratio:.2f}" if ratio is not None else ("- (reduced run)" if r.ref is not None and reduced else "-")
+        if r.bound is not None:
+            ratio_txt = f"{r.bound[0]:.2f} of the bound: {'below it' if r.bound[1] else 'NOT below it'}"
         ours = _fmt(r.ours) if r.ours is not None else (r.remark or "-")
         cells = [
             r.dataset,
@@ -399,13 +417,14 @@ def _copy(src: Path, dst: Path) -> Path:
 
 def _preamble(report: Report) -> list[str]:
     n_ours = sum(1 for r in report.rows if r.ours is not None and r.ref is not None)
-    n_protocol = sum(1 for r in report.rows if r.ratio is not None)
+    n_protocol = sum(1 for r in report.rows if r.ratio is not None or r.bound is not None)
     return [
         f"Profile `{report.profile}`. {len(report.rows)} rows: {sum(r.ref is not None for r in report.rows)} published numbers "
         f"(config/reference.yaml), {n_ours} of them with a number of ours, {n_protocol} from runs of the paper protocol.",
         "",
         "Ratios (ours / published) are given only for runs of the paper protocol (their run hash equals the one "
         "config/default.yaml gives the pair); every other result is marked *reduced, not a reproduction* and has no ratio. "
+        "A published bound (\"below 1 %\") is given as ours / bound and whether ours is below it. "
         "Statistics are over the test samples of the relative L2 error.",
     ]
 
