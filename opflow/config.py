@@ -133,8 +133,9 @@ class TrainConfig(_Settings):
     lr: PosFloat = 1e-3
     #: decoupled weight decay (adamw), or the L2 term added to the gradient (adam)
     weight_decay: NonNegFloat = 1e-5
-    #: adamw (ONO and the transformers) or adam (torch.optim.Adam, FNO's recipe)
-    optimizer: Literal["adamw", "adam"] = "adamw"
+    #: adamw (ONO and the transformers), adam (torch.optim.Adam, FNO's recipe), or
+    #: adam_complex_legacy (PyTorch <= 1.9's Adam on complex spectral weights: opflow/optim.py)
+    optimizer: Literal["adamw", "adam", "adam_complex_legacy"] = "adamw"
     #: onecycle: OneCycle stepped every batch (pct_start, div_factor, final_div_factor);
     #: step: lr * gamma ** (epoch // step_size), FNO's StepLR (step_size 100, gamma 0.5)
     scheduler: Literal["onecycle", "step"] = "onecycle"

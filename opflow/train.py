@@ -123,6 +123,7 @@ from opflow.data.torch_data import ArrayDataset, Normalizers, make_loader, outpu
 from opflow.data.views import make_dataset
 from opflow.inference import accepts_globals, forward, load_model, model_inputs, predict, predict_batch, test_errors
 from opflow.metrics import training_loss
+from opflow.optim import build_optimizer
 from opflow.records import ModelRecord, RecordError, data_fingerprint, file_sha256
 from opflow.runtime import (
     DistInfo,
@@ -489,8 +490,7 @@ class Trainer:
                 f"{self.name}: training split{' and test split' if self.test_batches is not self.test_loader else ''} held on {dev} "
                 f"({held / 2**20:.1f} MiB), batched by index (training.data_on_device: {cfg.data_on_device})"
             )
-        optim = torch.optim.AdamW if cfg.optimizer == "adamw" else torch.optim.Adam
-        self.optimizer = optim(self.model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
+        self.optimizer = build_optimizer(self.model, cfg.optimizer, cfg.lr, cfg.weight_decay)
         self.scheduler: torch.optim.lr_scheduler.LRScheduler
         if cfg.scheduler == "onecycle":
             self.scheduler = torch.optim.lr_scheduler.OneCycleLR(

@@ -230,7 +230,7 @@ def test_optimizer_and_scheduler_choices_for_the_fno_recipe() -> None:
     assert (t.optimizer, t.scheduler, t.step_size, t.gamma, t.batch_size, t.weight_decay) == ("adam", "step", 100, 0.5, 20, 1e-4)
     assert train_config(cfg, "toy", "mlp").optimizer == "adamw"  # only that model
     for bad, msg in [
-        ({"optimizer": "sgd"}, r"^training\.optimizer: 'sgd' is not one of \['adamw', 'adam'\]"),
+        ({"optimizer": "sgd"}, r"^training\.optimizer: 'sgd' is not one of \['adamw', 'adam', 'adam_complex_legacy'\]"),
         ({"scheduler": "cosine"}, r"^training\.scheduler: 'cosine' is not one of \['onecycle', 'step'\]"),
         ({"gamma": 1.0}, r"^training\.gamma: 1\.0 must be < 1"),
         ({"step_size": 0}, r"^training\.step_size: 0 must be >= 1"),
