@@ -713,6 +713,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--smoke", action="store_true", help="quick configs, a few pairs, batch <= 2, one step, in-process (seconds)")
     ap.add_argument("--table", metavar="JSON", default=None, help="measure nothing: print the README's table of a stored result (its rows derived again by this version's rules)")
     ap.add_argument("--rederive", metavar="JSON", default=None, help="measure nothing: derive the rows of a stored result again by this version's rules and rewrite it")
+    ap.add_argument("--append-to", metavar="JSON", default=None, help="with --pairs: add the rows measured to this stored result (replacing those of the same pairs), each with its separate_run")
+    ap.add_argument("--why", default="", help="with --append-to: why these pairs were measured apart (recorded in separate_run)")
     ap.add_argument("--child", default=None, help=argparse.SUPPRESS)
     a = ap.parse_args(argv)
     if a.child:
@@ -835,9 +837,30 @@ def main(argv: Sequence[str] | None = None) -> int:
         result["resumed"] = sorted(k for k in previous if not k.startswith("__"))
     write()
     print(markdown_table(result))
+    if a.append_to:
+        print(append_rows(Path(a.append_to), result, " ".join(["python -m benchmarks.protocol_cost", *(argv if argv is not None else sys.argv[1:])]), a.why))
     if out is not None:
         print(f"wrote {out}")
     return 0
+
+
+def append_rows(stored_path: Path, result: Mapping[str, Any], command: str, why: str) -> str:
+    """Add the rows of ``result`` (a ``--pairs`` run) to the stored result at ``stored_path``, replacing
+    its rows of the same pairs; each added row carries ``separate_run`` (the command, when, the wall
+    time and load of that run, and why) and ``added`` lists them. Refused unless both runs used the
+    same config files and threads."""
+    stored = json.loads(stored_path.read_text())
+    for key in ("configfiles", "torch_threads"):
+        if stored.get(key) != result.get(key):
+            raise SystemExit(f"--append-to {stored_path}: its {key} is {stored.get(key)!r}, this run's {result.get(key)!r}; measure with the same")
+    new = {(r["dataset"], r["model"]) for r in result["protocols"]}
+    run = {"command": command, "created": result["created"], "wall_s": result.get("wall_s"), "loadavg": [result["machine"].get("loadavg_start"), result["machine"].get("loadavg_end")], "why": why}
+    stored["protocols"] = [r for r in stored["protocols"] if (r["dataset"], r["model"]) not in new] + [dict(r, separate_run=run) for r in result["protocols"]]
+    stored["added"] = [x for x in stored.get("added", []) if x.split(":")[0] not in {f"{d}/{m}" for d, m in new}] + [
+        f"{d}/{m}: measured in a separate --pairs run (its separate_run field)" for d, m in sorted(new)
+    ]
+    write_json_atomic(stored_path, stored)
+    return f"added {len(new)} rows to {stored_path}"
 
 
 def resumable(path: Path, files: Sequence[str], threads: int) -> dict[str, Any]:
