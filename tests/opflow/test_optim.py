@@ -100,3 +100,33 @@ def test_build_gives_the_spectral_weights_the_legacy_update_and_the_rest_plain_a
 def test_the_legacy_update_on_a_model_without_spectral_weights_is_refused() -> None:
     with pytest.raises(ConfigError, match="adam_complex_legacy changes only the update of complex .* this Linear has none; use optimizer: adam"):
         build_optimizer(nn.Linear(2, 2), "adam_complex_legacy", 1e-3, 0.0)
+
+
+def test_the_legacy_state_survives_a_checkpoint() -> None:
+    """Training resumes from a checkpoint: 3 steps, state_dict into a new optimiser, 2 more = 5 steps straight."""
+
+    def model() -> nn.Module:
+        torch.manual_seed(0)
+        return nn.Sequential(nn.Linear(2, 4), SpectralConv(4, 4, (3,)))
+
+    def steps(m: nn.Module, opt: torch.optim.Optimizer, n: int, start: int) -> None:
+        for i in range(start, start + n):
+            g = torch.Generator().manual_seed(i)
+            opt.zero_grad()
+            for p in m.parameters():
+                p.grad = torch.randn(p.shape, generator=g)
+            opt.step()
+
+    straight = model()
+    opt = build_optimizer(straight, "adam_complex_legacy", 1e-2, 1e-4)
+    steps(straight, opt, 5, 0)
+    first = model()
+    opt1 = build_optimizer(first, "adam_complex_legacy", 1e-2, 1e-4)
+    steps(first, opt1, 3, 0)
+    resumed = model()
+    resumed.load_state_dict(first.state_dict())
+    opt2 = build_optimizer(resumed, "adam_complex_legacy", 1e-2, 1e-4)
+    opt2.load_state_dict(opt1.state_dict())
+    steps(resumed, opt2, 2, 3)
+    for a, b in zip(straight.parameters(), resumed.parameters()):
+        torch.testing.assert_close(a, b, rtol=0, atol=0)
