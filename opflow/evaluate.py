@@ -83,11 +83,14 @@ def _summ(errors: np.ndarray) -> dict[str, float]:
     return {k: v for k, v in summary(errors).items() if k != "n"}
 
 
-def _stats(e2: np.ndarray, r2: np.ndarray, ds: ArrayDataset) -> dict[str, Any]:
-    """Statistics over samples of the joint error and of each output variable's error."""
+def _stats(e2: np.ndarray, r2: np.ndarray, ds: ArrayDataset, normalised: tuple[np.ndarray, np.ndarray] | None = None) -> dict[str, Any]:
+    """Statistics over samples of the joint error and of each output variable's error; with
+    ``normalised`` (the squared sums in the output normaliser's units) also ``rel_l2_normalised_*``."""
     s = summary(relative_l2_groups(e2, r2))
     out: dict[str, Any] = {f"rel_l2_{k}": v for k, v in s.items() if k != "n"}
     out["n_samples"] = s["n"]
+    if normalised is not None:
+        out.update({f"rel_l2_normalised_{k}": v for k, v in _summ(relative_l2_groups(*normalised)).items()})
     names = list(ds.task.outputs)
     n_out = len(names)
     # output variable c is every n_out-th channel (rollout targets are step-major)
@@ -105,7 +108,8 @@ def _run_split(model: torch.nn.Module, ds: ArrayDataset, norms: Normalizers, dev
             break
         predict_batch(model, to_device(batch, device), norms)
     _sync(device)
-    e2s, r2s, times = [], [], []
+    e2s, r2s, n2s, times = [], [], [], []
+    encoded = not ds.rollout_steps  # a rollout's channels are steps, not the normaliser's variables
     with PeakMemory(device) as mem:
         for batch in loader:
             b = to_device(batch, device)
@@ -117,8 +121,12 @@ def _run_split(model: torch.nn.Module, ds: ArrayDataset, norms: Normalizers, dev
             e2, r2 = batch_squared_sums(pred, b)
             e2s.append(e2.cpu())
             r2s.append(r2.cpu())
+            if encoded:  # the same error in the units of the run's output normaliser
+                enc = norms.outputs.encode
+                n2s.append(tuple(t.cpu() for t in batch_squared_sums(enc(pred, b.get("grid_shape")), {**b, "target": enc(b["target"], b.get("grid_shape"))})))
     e2, r2 = torch.cat(e2s).numpy(), torch.cat(r2s).numpy()
-    return {"e2": e2, "r2": r2, "joint": relative_l2_groups(e2, r2), "times": np.asarray(times), "memory": mem.as_dict()}
+    normalised = (torch.cat([a for a, _ in n2s]).numpy(), torch.cat([c for _, c in n2s]).numpy()) if encoded else None
+    return {"e2": e2, "r2": r2, "normalised": normalised, "joint": relative_l2_groups(e2, r2), "times": np.asarray(times), "memory": mem.as_dict()}
 
 
 def plot_indices(errors: np.ndarray, n: int) -> list[int]:
@@ -199,7 +207,7 @@ def evaluate(
     test_ds = load(data_file, "test")
     log.info("%s: evaluating on %d test samples of %s (%s)", name, len(test_ds), data_file, dev)
     main = _run_split(model, test_ds, norms, dev, cfg.batch_size, cfg.warmup_batches)
-    metrics = _stats(main["e2"], main["r2"], test_ds)
+    metrics = _stats(main["e2"], main["r2"], test_ds, main["normalised"])
     metrics.update(kind_of(test_ds).metrics(main["e2"], main["r2"], test_ds))  # the view kind's own statistics
     if test_ds.rollout_steps:
         # teacher-forced one-step pairs for every predicted frame (also those left out of training)
@@ -210,7 +218,7 @@ def evaluate(
     def extra(path: str | os.PathLike, role: str, split: str | None) -> dict[str, Any]:
         ds = load(path, role, split)
         r = _run_split(model, ds, norms, dev, cfg.batch_size, min(cfg.warmup_batches, 1))
-        res = {**_stats(r["e2"], r["r2"], ds), "file": str(path), "split": split or "all", "discretisation": _resolution_key(ds)}
+        res = {**_stats(r["e2"], r["r2"], ds, r["normalised"]), "file": str(path), "split": split or "all", "discretisation": _resolution_key(ds)}
         res.update(kind_of(ds).metrics(r["e2"], r["r2"], ds))
         return {**res, "peak_memory": r["memory"], "inference_time_per_sample_s": float(np.median(r["times"]))}
 

@@ -290,7 +290,9 @@ class Results(_Record):
     """Discretisation of the test set (``"16"``, ``"16x32"``, ``"points"``, or the view's label)."""
     metrics: dict[str, Any]
     """Relative L2 statistics on the test split: ``rel_l2_mean/median/std/max``, ``n_samples``,
-    ``per_channel``; for rollouts also ``per_step``, ``frame_groups``, ``teacher_forced``."""
+    ``per_channel``; ``rel_l2_normalised_mean/median/std/max``, the same error in the units of the
+    run's output normaliser (not for rollouts); for rollouts also ``per_step``, ``frame_groups``,
+    ``teacher_forced``."""
     zero_shot: dict[str, Any]
     """The same statistics per zero-shot resolution, keyed by resolution."""
     eval_sets: dict[str, Any]

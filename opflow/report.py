@@ -59,7 +59,9 @@ WHERE_KINDS = {"zero_shot": "zero-shot at", "eval_set": "evaluation set", "frame
 RELATIONS = ("=", "<")
 ENTRY_FIELDS = {"value", "paper", "table", "protocol", "metric"}
 OPTIONAL_FIELDS = {"relation", "note"}
-METRICS = {"rel_l2": "rel_l2"}  # metric name -> prefix of the statistics in the results JSON
+#: metric name -> prefix of the statistics in the results JSON: relative L2 in physical units, or in the
+#: units of the run's output normaliser (opflow/evaluate.py)
+METRICS = {"rel_l2": "rel_l2", "rel_l2_normalised": "rel_l2_normalised"}
 
 _KEY = re.compile(r"^(?P<dataset>[^/@\s]+)/(?P<model>[^/@\s]+)/(?P<statistic>[a-z]+)(?:@(?P<kind>[a-z_]+):(?P<name>\S+))?$")
 

@@ -87,6 +87,27 @@ def test_errors_are_in_physical_units(trained: dict, result: dict) -> None:
     assert result["metrics"]["rel_l2_median"] == pytest.approx(np.median(errs), rel=1e-6)
 
 
+def test_errors_in_the_output_normaliser_units_are_reported_beside(trained: dict, result: dict) -> None:
+    """``rel_l2_normalised_*``: ||enc(pred) - enc(u)|| / ||enc(u)|| with the run's output normaliser
+    (the continuum-attention authors' metric for Lorenz-63: per-channel unit Gaussian)."""
+    model, rec = load_model(trained["model"])
+    from opflow.data.normalize import normalizer_from_state
+
+    xn, yn = (normalizer_from_state(rec["normalizers"][k]) for k in ("inputs", "outputs"))
+    ds = GridDataset(trained["coarse"], "test")
+    with torch.no_grad():
+        coords = ds.coords.expand(len(ds), -1, -1)
+        out = model(coords, xn.encode(ds.inputs)).double().numpy()[..., 0]  # already in normalised units
+    u = yn.encode(ds.target).double().numpy()[..., 0]
+    errs = np.linalg.norm(out - u, axis=1) / np.linalg.norm(u, axis=1)
+    m = result["metrics"]
+    assert m["rel_l2_normalised_mean"] == pytest.approx(errs.mean(), rel=1e-5)
+    assert m["rel_l2_normalised_median"] == pytest.approx(np.median(errs), rel=1e-5)
+    assert m["rel_l2_normalised_max"] == pytest.approx(errs.max(), rel=1e-5)
+    assert m["rel_l2_normalised_mean"] != pytest.approx(m["rel_l2_mean"], rel=1e-3)  # another measure
+    assert "rel_l2_normalised_mean" in result["zero_shot"]["31"]
+
+
 def test_zero_shot_at_the_fine_resolution(trained: dict, result: dict) -> None:
     zs = result["zero_shot"]
     assert list(zs) == ["31"]
