@@ -569,6 +569,14 @@ def _dur(s: float | None) -> str:
     return f"{s:.3g} s" if s < 100 else f"{s / 60:.3g} min" if s < 3600 else f"{s / 3600:.3g} h"
 
 
+def _samples(row: Mapping[str, Any]) -> str:
+    """The training samples of a row, with the trajectories x items of a window view."""
+    n = f"{row['train_samples']:,}"
+    if row["train_items_per_sample"] != 1:
+        n += f" ({row['dataset_train']:,} x {row['train_items_per_sample']:g})"
+    return n
+
+
 def markdown_table(result: Mapping[str, Any]) -> str:
     """The Markdown table of the result: one row per protocol (s/step, s/epoch, hours: ``torch_threads``
     threads; the last column: the same steps with ``--compare-threads``)."""
@@ -579,9 +587,7 @@ def markdown_table(result: Mapping[str, Any]) -> str:
         "|---|---|---:|---:|---:|---:|---:|---:|---:|---|---:|---:|",
     ]
     for r in result["protocols"]:
-        n = f"{r['train_samples']:,}"
-        if r["train_items_per_sample"] != 1:
-            n += f" ({r['dataset_train']:,} x {r['train_items_per_sample']:g})"
+        n = _samples(r)
         params = f"{r['parameters']:,}" if r.get("parameters") else "-"
         if r["s_per_epoch"] is None:
             why = r["not_measured"]
@@ -643,9 +649,7 @@ def readme_table(result: Mapping[str, Any]) -> str:
         "| --- | --- | ---: | ---: | ---: | ---: | ---: | --- |",
     ]
     for r in result["protocols"]:
-        n = f"{r['train_samples']:,}"
-        if r["train_items_per_sample"] != 1:
-            n += f" ({r['dataset_train']:,} x {r['train_items_per_sample']:g})"
+        n = _samples(r)
         ref = _compact_label(r["reference_label"]) if r["reference"] else "none" + (" (a target only)" if r.get("target") else "")
         if r.get("separate_run"):
             ref += " (measured in a separate run)"
