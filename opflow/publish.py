@@ -39,7 +39,7 @@ from typing import Any
 from opflow.atomic import atomic_path, atomic_write_text
 from opflow.data.errors import ConfigError
 from opflow.records import Results
-from opflow.report import DEFAULT_PAPER_CONFIG, DEFAULT_REFERENCE, load_reference, paper_hashes, statistic_of
+from opflow.report import DEFAULT_PAPER_CONFIG, DEFAULT_REFERENCE, RefEntry, load_reference, paper_hashes, statistic_of
 
 __all__ = ["ARTEFACTS", "machine", "publish"]
 
@@ -178,7 +178,7 @@ def run(a: argparse.Namespace) -> int:
     for p in rec["published"]:
         ratio = "-" if p["ratio"] is None else f"{p['ratio']:.3g}"
         if p.get("meets") is not None:
-            ratio += " of the bound: " + ("below it" if p["meets"] else "NOT below it")
+            ratio = RefEntry.bound_text(p["ratio"], p["meets"])
         ours = "not in the results" if p["ours"] is None else f"{p['ours']:.4g}"
         print(f"{a.out}: {p['key']}: ours {ours}, published {p['relation']} {p['published']:.4g} ({p['paper']}, {p['table']}), ratio {ratio}")
     if not rec["published"]:

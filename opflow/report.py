@@ -99,6 +99,11 @@ class RefEntry:
             return None, None
         return ours / self.value, (ours < self.value if self.relation == "<" else None)
 
+    @staticmethod
+    def bound_text(ratio: float, meets: bool) -> str:
+        """How the report and ``opflow publish`` state ours against a bound."""
+        return f"{ratio:.2f} of the bound: {'below it' if meets else 'NOT below it'}"
+
     @property
     def source(self) -> str:
         """``<paper> <table>``, as the report prints it."""
@@ -331,7 +336,7 @@ def markdown_table(report: Report) -> str:
         reduced = r.found is not None and not r.found.protocol
         ratio_txt = f"{ratio:.2f}" if ratio is not None else ("- (reduced run)" if r.ref is not None and reduced else "-")
         if r.bound is not None:
-            ratio_txt = f"{r.bound[0]:.2f} of the bound: {'below it' if r.bound[1] else 'NOT below it'}"
+            ratio_txt = RefEntry.bound_text(*r.bound)
         ours = _fmt(r.ours) if r.ours is not None else (r.remark or "-")
         cells = [
             r.dataset,
