@@ -49,6 +49,8 @@ say "wheels installed"
 cores="$(nproc)"
 half=$(( cores > 1 ? cores / 2 : 1 ))
 lo="0-$(( half - 1 ))"; hi="$half-$(( cores - 1 ))"; [[ $cores -gt 1 ]] || hi="0"
+pin_lo=(); pin_hi=()
+if command -v taskset >/dev/null; then pin_lo=(taskset -c "$lo"); pin_hi=(taskset -c "$hi"); fi
 if [[ $rehearse -eq 1 ]]; then
     target=(--configfile config/quick.yaml -- quick/results/darcy_ono.json)
     tests=(tests/opflow/test_metrics.py)
@@ -60,7 +62,7 @@ else
 fi
 
 # 1. data (background, upper half of the cores) beside the tests (lower half)
-( taskset -c "$hi" "$py" -m snakemake -s Snakefile --cores "$half" --resources gpu=1 --scheduler greedy \
+( "${pin_hi[@]}" "$py" -m snakemake -s Snakefile --cores "$half" --resources gpu=1 --scheduler greedy \
       --omit-from train "${target[@]}" >"$logs/data.log" 2>&1; echo "data exit $?" >>"$logs/data.log" ) &
 data_pid=$!
 fem=(tests/solvers/test_darcy_fem.py tests/solvers/test_elasticity.py tests/meshes/test_domains.py
@@ -69,7 +71,7 @@ ignore=(); for f in "${fem[@]}"; do ignore+=(--ignore "$f"); done
 xdist=(); "$py" -c 'import xdist' 2>/dev/null && xdist=(-n "$half")
 cache="$(mktemp -d)"
 say "tests on cores $lo (${xdist[*]:-one process}), data on cores $hi"
-timeout 200 taskset -c "$lo" "$py" -m pytest -q -rs -o cache_dir="$cache" -m "not fem" "${ignore[@]}" "${xdist[@]}" \
+timeout 200 "${pin_lo[@]}" "$py" -m pytest -q -rs -o cache_dir="$cache" -m "not fem" "${ignore[@]}" "${xdist[@]}" \
     --junitxml "$logs/junit.xml" "${tests[@]}" >"$logs/pytest.log" 2>&1
 say "tests: exit $? ($(tail -n 1 "$logs/pytest.log"))"
 timeout 60 "$py" -m pytest -q -rs -o cache_dir="$cache" -m "not fem" "${ignore[@]}" --lf --lfnf=none "${tests[@]}" \

@@ -20,6 +20,7 @@ from opflow.evaluate import evaluate, plot_indices
 from opflow.inference import load_model
 from opflow.models.base import count_parameters
 from opflow.records import RecordError, Results
+from opflow.runtime import choose_device
 from opflow.train import train
 
 from learning_helpers import grid_dataset, tiny_config
@@ -58,8 +59,11 @@ def test_results_json_has_every_field_with_sane_values(trained: dict, result: di
     assert result["parameters"] == count_parameters(model) > 0
     assert result["train_time_s"] > 0 and result["inference_time_per_sample_s"] > 0
     assert result["inference"]["timed_batches"] == 2  # 4 test samples in batches of 3
-    assert result["peak_memory"]["kind"] == "cpu_peak_rss_delta" and result["peak_memory"]["bytes"] >= 0
-    assert result["device"] == "cpu" and {"torch", "numpy"} <= set(result["versions"])
+    # the run's device is auto: the GPU where there is one (the peak is then the CUDA allocator's)
+    dev = choose_device("auto")
+    kind = "cuda_max_allocated" if dev.type == "cuda" else "cpu_peak_rss_delta"
+    assert result["peak_memory"]["kind"] == kind and result["peak_memory"]["bytes"] >= 0
+    assert result["device"] == str(dev) and {"torch", "numpy"} <= set(result["versions"])
     for path in (trained["coarse"], trained["fine"]):
         assert result["data_files"][str(path)]["sha256"] == hashlib.sha256(Path(path).read_bytes()).hexdigest()
     m = result["metrics"]

@@ -351,14 +351,24 @@ def nystrom_attention(
     scale: float | None = None,
     pad_to_landmarks: bool = False,
     pinv_scale: str = "matrix",
+    fused: bool = True,
 ) -> Tensor:
-    """Nystromformer (Xiong et al. 2021, eq. 15) with mask-exact segment-mean landmarks.
+    """Nystromformer (Xiong et al. 2021, eq. 15) with mask-exact segment-mean landmarks::
 
-    ``query_mask`` marks the real queries for the query landmarks (self-attention: pass the key mask).
-    ``pad_to_landmarks``: the landmarks of the ``nystrom-attention`` package instead
-    (:func:`padded_segment_means`: zero tokens in front up to a multiple of ``num_landmarks``,
-    segments of equal length, every landmark real), the zero keys also entering the softmax over the
-    keys. ``pinv_scale``: :func:`iterative_pinv`'s initial scaling, per matrix or over the batch.
+        z = softmax(Q K~^T) pinv(softmax(Q~ K~^T)) softmax(Q~ K^T) V
+
+    (``Q~, K~``: the ``m`` landmarks, ``Q`` already scaled by ``s``). ``query_mask`` marks the real
+    queries for the query landmarks (self-attention: pass the key mask). ``pad_to_landmarks``: the
+    landmarks of the ``nystrom-attention`` package instead (:func:`padded_segment_means`: zero tokens in
+    front up to a multiple of ``num_landmarks``, segments of equal length, every landmark real), the
+    zero keys also entering the softmax over the keys. ``pinv_scale``: :func:`iterative_pinv`'s initial
+    scaling, per matrix or over the batch.
+
+    ``fused`` (default): the two ``(N, m)`` factors are never formed. ``softmax(Q~ K^T) V`` and
+    ``softmax(Q K~^T) W`` (``W = pinv(.) softmax(Q~ K^T) V``, ``(m, d)``) are softmax attentions and go
+    through :func:`softmax_attention` (fused kernels); the ``P`` zero keys of the package are one zero
+    key of quadrature weight ``P``. ``fused=False``: the explicit products, kept as the reference the
+    fused path is tested against (they hold ``B H N m`` numbers each: 27 GB at the ONO Darcy size).
     """
     dtype = q.dtype
     q, k, v = _upcast(q, k, v)
@@ -367,19 +377,37 @@ def nystrom_attention(
     if pad_to_landmarks:
         q_l, _ = padded_segment_means(q, query_mask, num_landmarks)
         k_l, n_zero = padded_segment_means(k, key_mask, num_landmarks)
-        kernel_1 = (q @ k_l.mT).softmax(-1)  # (B, H, M, m)
-        kernel_2 = (q_l @ k_l.mT).softmax(-1)  # (B, H, m, m)
-        kernel_3, share = _zero_key_share(q_l @ k.mT, key_mask, n_zero)  # (B, H, m, N), (B, H, m, 1)
-        kv = (kernel_3 @ v) * share
+        q_lmask = k_lmask = None
     else:
         q_l, q_lmask = segment_means(q, query_mask, num_landmarks)
         k_l, k_lmask = segment_means(k, key_mask, num_landmarks)
+        # without a mask every segment holds a point when there are at least m of them: no landmark mask
+        # (a mask would keep the fused kernels from running)
+        if query_mask is None and q.shape[2] >= num_landmarks:
+            q_lmask = None
+        if key_mask is None and k.shape[2] >= num_landmarks:
+            k_lmask = None
+    kernel_2 = _masked_softmax(q_l @ k_l.mT, k_lmask, q_lmask)  # (B, H, m, m)
+    if not fused:
+        if pad_to_landmarks:
+            kernel_3, share = _zero_key_share(q_l @ k.mT, key_mask, n_zero)  # (B, H, m, N), (B, H, m, 1)
+            kv = (kernel_3 @ v) * share
+        else:
+            kv = _masked_softmax(q_l @ k.mT, key_mask, q_lmask) @ v
         kernel_1 = _masked_softmax(q @ k_l.mT, k_lmask, None)  # (B, H, M, m)
-        kernel_2 = _masked_softmax(q_l @ k_l.mT, k_lmask, q_lmask)  # (B, H, m, m)
-        kernel_3 = _masked_softmax(q_l @ k.mT, key_mask, q_lmask)  # (B, H, m, N)
-        kv = kernel_3 @ v
-    out = kernel_1 @ (iterative_pinv(kernel_2, pinv_iterations, pinv_scale) @ kv)
-    return out.to(dtype)
+        return (kernel_1 @ (iterative_pinv(kernel_2, pinv_iterations, pinv_scale) @ kv)).to(dtype)
+    if pad_to_landmarks:  # the zero keys: one key k = 0, v = 0 of weight P (log P added to its logit)
+        B, H, _, d = k.shape
+        real = torch.ones(k.shape[0], k.shape[2], dtype=k.dtype, device=k.device) if key_mask is None else key_mask.to(k.dtype)
+        w = torch.cat([real, n_zero.to(k.dtype)[:, None]], -1)
+        kz, vz = k.new_zeros(B, H, 1, d), v.new_zeros(B, H, 1, v.shape[-1])
+        kv = softmax_attention(q_l, torch.cat([k, kz], 2), torch.cat([v, vz], 2), weights=w, scale=1.0)
+    else:
+        kv = softmax_attention(q_l, k, v, key_mask, scale=1.0)
+        if q_lmask is not None:
+            kv = kv * q_lmask[:, None, :, None].to(kv.dtype)
+    w_l = iterative_pinv(kernel_2, pinv_iterations, pinv_scale) @ kv  # (B, H, m, e)
+    return softmax_attention(q, k_l, w_l, k_lmask, scale=1.0).to(dtype)
 
 
 # ----------------------------------------------------------------------------------------------
