@@ -11,3 +11,15 @@ device_install_wheels() {
         || { echo "$prog: installing the carried wheels failed" >&2; return 2; }
     export PYTHONPATH="$site${PYTHONPATH:+:$PYTHONPATH}"
 }
+
+# The test files that import the FEM stack (dolfinx, gmsh) as a whole: not on the GPU machines, whose runs leave them
+# out (with the tests marked `fem`, which need it at run time). tests/pipeline/test_device_scripts.py checks that
+# every test file importing the stack is listed here.
+DEVICE_FEM_TEST_FILES=(tests/solvers/test_darcy_fem.py tests/solvers/test_elasticity.py tests/meshes/test_domains.py
+                       tests/meshes/test_elasticity_cell.py tests/pipeline/test_mpi_shard.py tests/pipeline/test_irregular_darcy.py)
+# device_pytest_skips: pytest's options that leave them out, in the array DEVICE_PYTEST_SKIPS
+device_pytest_skips() {
+    DEVICE_PYTEST_SKIPS=(-m "not fem")
+    local f
+    for f in "${DEVICE_FEM_TEST_FILES[@]}"; do DEVICE_PYTEST_SKIPS+=(--ignore "$f"); done
+}

@@ -65,16 +65,14 @@ fi
 ( "${pin_hi[@]}" "$py" -m snakemake -s Snakefile --cores "$half" --resources gpu=1 --scheduler greedy \
       --omit-from train "${target[@]}" >"$logs/data.log" 2>&1; echo "data exit $?" >>"$logs/data.log" ) &
 data_pid=$!
-fem=(tests/solvers/test_darcy_fem.py tests/solvers/test_elasticity.py tests/meshes/test_domains.py
-     tests/meshes/test_elasticity_cell.py tests/pipeline/test_mpi_shard.py tests/pipeline/test_irregular_darcy.py)
-ignore=(); for f in "${fem[@]}"; do ignore+=(--ignore "$f"); done
+device_pytest_skips
 xdist=(); "$py" -c 'import xdist' 2>/dev/null && xdist=(-n "$half")
 cache="$(mktemp -d)"
 say "tests on cores $lo (${xdist[*]:-one process}), data on cores $hi"
-timeout 200 "${pin_lo[@]}" "$py" -m pytest -q -rs -o cache_dir="$cache" -m "not fem" "${ignore[@]}" "${xdist[@]}" \
+timeout 200 "${pin_lo[@]}" "$py" -m pytest -q -rs -o cache_dir="$cache" "${DEVICE_PYTEST_SKIPS[@]}" "${xdist[@]}" \
     --junitxml "$logs/junit.xml" "${tests[@]}" >"$logs/pytest.log" 2>&1
 say "tests: exit $? ($(tail -n 1 "$logs/pytest.log"))"
-timeout 60 "$py" -m pytest -q -rs -o cache_dir="$cache" -m "not fem" "${ignore[@]}" --lf --lfnf=none "${tests[@]}" \
+timeout 60 "$py" -m pytest -q -rs -o cache_dir="$cache" "${DEVICE_PYTEST_SKIPS[@]}" --lf --lfnf=none "${tests[@]}" \
     >"$logs/pytest-failed-again.log" 2>&1
 say "the failures again, one process: exit $? ($(tail -n 1 "$logs/pytest-failed-again.log"))"
 wait "$data_pid"

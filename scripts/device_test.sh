@@ -16,13 +16,8 @@ mkdir -p "$out"
 source "$root/scripts/device_env.sh"
 device_install_wheels .whl device_test || exit 2
 export PYTHONPATH="$root${PYTHONPATH:+:$PYTHONPATH}"
-# the test files that need dolfinx or gmsh as a whole (tests/pipeline/test_device_scripts.py checks that every test
-# file importing them is here)
-fem=(tests/solvers/test_darcy_fem.py tests/solvers/test_elasticity.py tests/meshes/test_domains.py
-     tests/meshes/test_elasticity_cell.py tests/pipeline/test_mpi_shard.py tests/pipeline/test_irregular_darcy.py)
-ignore=()
-for f in "${fem[@]}"; do ignore+=(--ignore "$f"); done
+device_pytest_skips
 "$py" -c 'import torch; print("device_test: torch", torch.__version__, "CUDA:", torch.cuda.is_available(),
           torch.cuda.get_device_name() if torch.cuda.is_available() else "")'
-"$py" -m pytest -q -rs -p no:cacheprovider -m "not fem" "${ignore[@]}" --junitxml "$out/junit.xml" "$@" 2>&1 | tee "$out/pytest.log"
+"$py" -m pytest -q -rs -p no:cacheprovider "${DEVICE_PYTEST_SKIPS[@]}" --junitxml "$out/junit.xml" "$@" 2>&1 | tee "$out/pytest.log"
 exit "${PIPESTATUS[0]}"

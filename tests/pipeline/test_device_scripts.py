@@ -126,12 +126,35 @@ def _imports_fem_stack(path: Path) -> bool:
 
 
 def test_the_test_files_left_out_on_the_gpu_machine_are_those_importing_the_fem_stack() -> None:
-    script = (SCRIPTS / "device_test.sh").read_text()
-    listed = set(re.search(r"fem=\(([^)]*)\)", script).group(1).split())
+    env = (SCRIPTS / "device_env.sh").read_text()
+    listed = set(re.search(r"DEVICE_FEM_TEST_FILES=\(([^)]*)\)", env).group(1).split())
     assert all((ROOT / f).is_file() for f in listed)
     importing = {str(p.relative_to(ROOT)) for p in (ROOT / "tests").rglob("test_*.py") if _imports_fem_stack(p)}
     assert importing <= listed, importing - listed
-    assert '-m "not fem"' in script  # the tests that need the stack only at run time carry the fem marker
+    assert '-m "not fem"' in env  # the tests that need the stack only at run time carry the fem marker
+    for script in ("device_test.sh", "device_session.sh"):  # both runs of the suite there leave them out, the same way
+        text = (SCRIPTS / script).read_text()
+        assert "device_pytest_skips" in text and '"${DEVICE_PYTEST_SKIPS[@]}"' in text, script
+
+
+def test_the_skips_are_the_listed_files_and_the_fem_marker() -> None:
+    done = subprocess.run(["bash", "-c", f'source "{SCRIPTS / "device_env.sh"}"; device_pytest_skips; printf "%s\\n" "${{DEVICE_PYTEST_SKIPS[@]}}"'],
+                          capture_output=True, text=True, timeout=60)
+    args = done.stdout.splitlines()
+    assert args[:2] == ["-m", "not fem"]
+    assert args[2::2] == ["--ignore"] * len(args[2::2]) and "tests/solvers/test_darcy_fem.py" in args[3::2]
+
+
+def test_the_lease_script_refuses_bad_arguments_before_any_work(tmp_path: Path) -> None:
+    session = SCRIPTS / "device_session.sh"
+    env = {**os.environ, "OUT": str(tmp_path / "out")}
+    bad = subprocess.run([str(session), "--deadline", "9m"], env=env, capture_output=True, text=True, timeout=60)
+    assert bad.returncode == 2 and "--deadline must be whole seconds" in bad.stderr
+    unknown = subprocess.run([str(session), "--minutes", "7"], env=env, capture_output=True, text=True, timeout=60)
+    assert unknown.returncode == 2 and "unknown argument '--minutes'" in unknown.stderr
+    assert not (tmp_path / "out").exists()  # refused before anything was started or written
+    usage = subprocess.run([str(session), "--help"], capture_output=True, text=True, timeout=60)
+    assert usage.returncode == 0 and "--rehearse" in usage.stdout and "set -uo" not in usage.stdout
 
 
 def test_help_prints_the_usage_header_and_nothing_of_the_code() -> None:
