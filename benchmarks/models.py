@@ -657,6 +657,7 @@ def main(argv: list[str] | None = None) -> int:
         "models": {},
         "skipped_models": dict(skipped),
     }
+    partial_path = (Path(a.out) if os.path.isabs(a.out) else ROOT / a.out) if a.out and not a.update else None
     for e in entries:
         fam = FAMILIES[e["family"]]
         rows: list[dict[str, Any]] = []
@@ -702,6 +703,8 @@ def main(argv: list[str] | None = None) -> int:
             "skipped_sizes": skipped_sizes,
             "exponent": _exponents(rows),
         }
+        if partial_path is not None:  # after every model, so that a time-out keeps the finished ones
+            write_json_atomic(partial_path, {**results, "partial": True})
     results["wall_s"] = time.perf_counter() - t_run
     results["machine"] = machine(load_start, packages=["torch", "numpy"], torch_threads=a.threads)
     out = a.out or (None if a.smoke else DEFAULT_OUT.format(device=a.device.split(":")[0]))

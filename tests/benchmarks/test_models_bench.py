@@ -97,6 +97,21 @@ def test_smoke_run_writes_every_requested_model(tmp_path):
     assert res["models"]["tno"]["batch_paper"] == 32  # quick.yaml's lorenz63 training batch
 
 
+def test_the_file_holds_every_finished_model_while_the_run_goes_on(tmp_path, monkeypatch):
+    """A run stopped by a time-out (a GPU lease's command) keeps the models it finished: the file is rewritten,
+    marked partial, after every model, and the last write is the whole result, unmarked."""
+    import benchmarks.models as bm
+
+    out = tmp_path / "models.json"
+    writes: list[dict] = []
+    real = bm.write_json_atomic
+    monkeypatch.setattr(bm, "write_json_atomic", lambda path, data: (writes.append(json.loads(json.dumps(data))), real(path, data)))
+    assert main(["--smoke", "--models", "deeponet,tno", "--out", str(out)]) == 0
+    assert [(w.get("partial", False), list(w["models"])) for w in writes] == [
+        (True, ["deeponet"]), (True, ["deeponet", "tno"]), (False, ["deeponet", "tno"])]
+    assert "partial" not in json.loads(out.read_text())
+
+
 def _model(family: str, sizes_rates: dict[int, float]) -> dict:
     rows = [{"size": s, "train": {"samples_per_s": r}, "inference": {"samples_per_s": 2 * r}} for s, r in sizes_rates.items()]
     return {"family": family, "sizes": rows}
