@@ -117,3 +117,37 @@ def test_the_burgers_source_is_the_published_map(profile: str) -> None:
     params = Burgers.from_config(cfg["sources"]["burgers"].get("params")).params
     assert params.resolution == {"default": 8192, "quick": 1024}[profile]
     assert max(published_rows_error(params)) < 3e-4
+
+
+DIAGNOSTICS = sorted((PROFILES["default"][0].parent / "diagnostics").glob("*.yaml"))
+
+
+def _pair(cfg: dict, target: str) -> tuple[str, str]:
+    """(dataset, model) of ``results/<dataset>_<model>.json`` (dataset names may hold '_')."""
+    stem = Path(target).stem
+    pairs = [(stem[: -len(m) - 1], m) for m in cfg["models"] if stem.endswith(f"_{m}") and stem[: -len(m) - 1] in cfg["datasets"]]
+    assert len(pairs) == 1, f"{target}: names no single (dataset, model) pair: {pairs}"
+    return pairs[0]
+
+
+@pytest.mark.parametrize("path", DIAGNOSTICS, ids=lambda p: p.stem)
+def test_a_diagnostic_config_is_the_paper_run_changed_only_where_it_says(path: Path) -> None:
+    """A diagnostic (config/diagnostics/*.yaml, layered on the paper profile) is valid, writes under
+    diag/, never has a paper run's hash, and differs from the paper run in the training keys it
+    writes and nothing else: the model, the data and the task stay the paper's."""
+    paper = load_config_files([str(PROFILES["default"][0])])
+    written = load_config_files([str(path)])
+    cfg = load_config_files([str(PROFILES["default"][0]), str(path)])
+    check_learning_config(cfg)
+    assert str(cfg["root"]).startswith("diag/")
+    assert cfg["targets"]
+    for target in cfg["targets"]:
+        dataset, model = _pair(cfg, target)
+        ours, theirs = resolve_run(cfg, dataset, model), resolve_run(paper, dataset, model)
+        assert ours["hash"] != theirs["hash"]
+        for key in ("model_config", "data", "task"):
+            assert ours[key] == theirs[key], key
+        changed = {k for k in ours["training"] if ours["training"][k] != theirs["training"][k]}
+        stated = set(written.get("models", {}).get(model, {}).get("training", {})) | set(written.get("training", {}))
+        stated |= set(written.get("datasets", {}).get(dataset, {}).get("training", {}))
+        assert changed and changed <= stated, (changed, stated)
