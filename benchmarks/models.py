@@ -170,6 +170,9 @@ NATURAL_DATASETS: dict[str, str] = {
     "gt_inverse": "darcy_inverse141_eps0",
     "gt1d": "burgers",
     "ft1d": "burgers",
+    "fno1d": "burgers",
+    "fno1d_fnocode": "burgers",
+    "fno1d_cao": "burgers",
 }
 
 
