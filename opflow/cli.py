@@ -6,6 +6,8 @@
     opflow derive SRC OUT ...      strided subsample + split selection
     opflow regenerate FILE         rebuild a dataset from its attributes, report per variable if identical
     opflow show RESULT.json        print a results file as a short table
+    opflow curves LABEL=CURVES.json ... --out PNG
+                                   several runs' training curves on shared axes (a seed study)
     opflow schema [--out FILE]     the JSON schema of the workflow config (opflow.config_schema)
     opflow run-config ...          the resolved run config (training + model + task) of a dataset/model pair
     opflow train ...               train (or resume) a model on a dataset file; torchrun-aware
@@ -168,6 +170,44 @@ def _show(a: argparse.Namespace) -> int:
             continue
         print("\n".join(lines))
     return status
+
+
+def _curves_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("runs", nargs="+", metavar="LABEL=CURVES.json", help="a label and the curves.json that training wrote next to the model")
+    p.add_argument("--out", required=True, help="the PNG to write")
+    p.add_argument("--title", default="")
+
+
+@command("curves", _curves_args)
+def _curves(a: argparse.Namespace) -> int:
+    """Draw the runs' curves (:func:`opflow.plots.plot_runs`); a malformed argument or a file that is
+    not a curves list is one ``opflow: ...`` line and exit 2, before anything is drawn."""
+    from pathlib import Path
+
+    runs: dict[str, list] = {}
+    for arg in a.runs:
+        label, sep, file = arg.partition("=")
+        if not sep or not label or not file:
+            print(f"opflow: curves: {arg!r} is not LABEL=FILE (e.g. seed0=models/burgers_ft1d/curves.json)", file=sys.stderr)
+            return 2
+        if label in runs:
+            print(f"opflow: curves: the label {label!r} is given twice; give each run its own", file=sys.stderr)
+            return 2
+        try:
+            curves = json.loads(Path(file).read_text())
+        except (OSError, ValueError) as e:
+            print(f"opflow: curves: {file}: cannot read it as JSON ({e})", file=sys.stderr)
+            return 2
+        need = {"epoch", "train_loss", "lr"}
+        if not isinstance(curves, list) or not curves or not all(isinstance(c, dict) and need <= c.keys() for c in curves):
+            print(f"opflow: curves: {file}: not a training curves file (a list of epochs with {sorted(need)}); "
+                  "use the curves.json that opflow train writes beside the model", file=sys.stderr)
+            return 2
+        runs[label] = curves
+    from opflow.plots import plot_runs
+
+    print(f"wrote {plot_runs(runs, a.out, a.title)}")
+    return 0
 
 
 def _results_lines(f: str, r: dict) -> list[str]:

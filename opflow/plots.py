@@ -2,6 +2,8 @@
 
 * :func:`plot_curves`: training loss and test relative L2 against epoch (log scale) and the
   learning rate.
+* :func:`plot_runs`: the same for several runs on shared axes (a seed study, a recipe beside
+  another), one colour per run.
 * :func:`plot_predictions`: for chosen test samples, one row each: input, truth, prediction and
   error ``prediction - truth`` (physical units). 2-D grids are drawn as images (``x`` to the
   right, ``y`` up), 1-D grids as lines, other point sets as scatter plots.
@@ -63,6 +65,34 @@ def plot_curves(curves: Sequence[Mapping[str, Any]], path: str | os.PathLike, ti
     ax.grid(alpha=0.3)
     ax.set_title(title or "training")
     ax_lr.plot(ep, [c["lr"] for c in curves])
+    ax_lr.set_xlabel("epoch")
+    ax_lr.set_ylabel("learning rate (last step of epoch)")
+    ax_lr.grid(alpha=0.3)
+    return save_figure(fig, path)
+
+
+def plot_runs(runs: Mapping[str, Sequence[Mapping[str, Any]]], path: str | os.PathLike, title: str = "") -> Path:
+    """Several runs' curves on shared axes: training loss (solid) and test relative L2 (dots) per
+    epoch on a log scale, and the learning rate; one colour per run, labelled with its key."""
+    if not runs:
+        raise ValueError("plot_runs: no runs given")
+    fig = figure(figsize=(11, 4.2), layout="constrained")
+    ax, ax_lr = fig.subplots(1, 2, width_ratios=(2.2, 1))
+    for i, (label, curves) in enumerate(runs.items()):
+        colour = f"C{i % 10}"
+        ep = np.array([c["epoch"] for c in curves], dtype=float)
+        tr = np.array([c["train_loss"] for c in curves], dtype=float)
+        te = np.array([np.nan if c.get("test_rel_l2") is None else c["test_rel_l2"] for c in curves], dtype=float)
+        ax.plot(ep, tr, color=colour, lw=1.2, label=f"{label}: train loss")
+        ok = np.isfinite(te)
+        if ok.any():
+            ax.plot(ep[ok], te[ok], "o", color=colour, ms=2.5, label=f"{label}: test rel. L2")
+        ax_lr.plot(ep, [c["lr"] for c in curves], color=colour, label=label)
+    ax.set_yscale("log")  # non-positive values are left out by matplotlib
+    ax.set_xlabel("epoch")
+    ax.legend(fontsize=8)
+    ax.grid(alpha=0.3)
+    ax.set_title(title or "training")
     ax_lr.set_xlabel("epoch")
     ax_lr.set_ylabel("learning rate (last step of epoch)")
     ax_lr.grid(alpha=0.3)

@@ -301,3 +301,32 @@ def test_validate_checks_a_derived_file_against_its_generators_variables(tmp_pat
         f"{bad}: INVALID: variables differ from what generator 'lorenz63' writes ([x, y, y0, z, z0]): missing [y]; not written by it [v] "
         "(renamed after generation?); make the file again from its source (snakemake, or `opflow regenerate FILE --out NEW`)",
     ]
+
+
+def test_curves_draws_several_runs_and_refuses_what_is_not_a_curves_file(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    def run(seed: int, blow_up: int | None) -> Path:
+        curves = [
+            {"epoch": e, "train_loss": (700.0 if e == blow_up else 1.0 / e), "test_rel_l2": 0.5 / e if e % 2 else None, "lr": 1e-3 * e / 10}
+            for e in range(1, 11)
+        ]
+        path = tmp_path / f"seed{seed}.json"
+        path.write_text(json.dumps(curves))
+        return path
+
+    out = tmp_path / "figs" / "seeds.png"
+    out.parent.mkdir()
+    assert main(["curves", f"seed0={run(0, 6)}", f"seed1={run(1, None)}", "--out", str(out), "--title", "FT n = 2048"]) == 0
+    assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert not list(out.parent.glob("*.tmp*"))  # written atomically
+    capsys.readouterr()
+
+    (tmp_path / "result.json").write_text(json.dumps({"metrics": {"rel_l2_mean": 0.1}}))
+    for args, says in (
+        ([str(run(0, None))], "is not LABEL=FILE"),
+        ([f"a={run(0, None)}", f"a={run(1, None)}"], "given twice"),
+        ([f"a={tmp_path / 'missing.json'}"], "cannot read it as JSON"),
+        ([f"a={tmp_path / 'result.json'}"], "not a training curves file"),
+    ):
+        assert main(["curves", *args, "--out", str(tmp_path / "x.png")]) == 2
+        assert says in capsys.readouterr().err
+    assert not (tmp_path / "x.png").exists()
