@@ -173,7 +173,7 @@ def _show(a: argparse.Namespace) -> int:
 
 
 def _curves_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("runs", nargs="+", metavar="LABEL=CURVES.json", help="a label and the curves.json that training wrote next to the model")
+    p.add_argument("runs", nargs="+", metavar="LABEL=CURVES.json", help="a label and the curves.json that training wrote next to the model, split at the last '='")
     p.add_argument("--out", required=True, help="the PNG to write")
     p.add_argument("--title", default="")
 
@@ -186,7 +186,7 @@ def _curves(a: argparse.Namespace) -> int:
 
     runs: dict[str, list] = {}
     for arg in a.runs:
-        label, sep, file = arg.partition("=")
+        label, sep, file = arg.rpartition("=")  # at the last '=': a label may hold one (n=2048)
         if not sep or not label or not file:
             print(f"opflow: curves: {arg!r} is not LABEL=FILE (e.g. seed0=models/burgers_ft1d/curves.json)", file=sys.stderr)
             return 2

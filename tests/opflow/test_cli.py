@@ -315,7 +315,7 @@ def test_curves_draws_several_runs_and_refuses_what_is_not_a_curves_file(tmp_pat
 
     out = tmp_path / "figs" / "seeds.png"
     out.parent.mkdir()
-    assert main(["curves", f"seed0={run(0, 6)}", f"seed1={run(1, None)}", "--out", str(out), "--title", "FT n = 2048"]) == 0
+    assert main(["curves", f"n=64 seed0={run(0, 6)}", f"seed1={run(1, None)}", "--out", str(out), "--title", "FT n = 2048"]) == 0
     assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert not list(out.parent.glob("*.tmp*"))  # written atomically
     capsys.readouterr()
