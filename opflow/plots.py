@@ -47,28 +47,38 @@ def save_figure(fig: Any, path: str | os.PathLike) -> Path:
     return Path(path)
 
 
-def plot_curves(curves: Sequence[Mapping[str, Any]], path: str | os.PathLike, title: str = "") -> Path:
-    """Training loss, test relative L2 (where evaluated) and learning rate per epoch."""
-    fig = figure(figsize=(10, 3.8), layout="constrained")
-    ax, ax_lr = fig.subplots(1, 2)
+def _draw_run(ax: Any, ax_lr: Any, curves: Sequence[Mapping[str, Any]], label: str = "", colour: str | None = None) -> None:
+    """One run on the loss axes (training loss as a line, test relative L2 as dots where evaluated)
+    and on the learning-rate axes."""
+    prefix = f"{label}: " if label else ""
     ep = np.array([c["epoch"] for c in curves], dtype=float)
     tr = np.array([c["train_loss"] for c in curves], dtype=float)
     te = np.array([np.nan if c.get("test_rel_l2") is None else c["test_rel_l2"] for c in curves], dtype=float)
-    ax.plot(ep, tr, label="train loss")
+    ax.plot(ep, tr, color=colour, lw=1.2, label=f"{prefix}train loss")
     ok = np.isfinite(te)
     if ok.any():
-        ax.plot(ep[ok], te[ok], "o-", ms=3, label="test rel. L2")
-    if np.all(tr[np.isfinite(tr)] > 0) and (not ok.any() or np.all(te[ok] > 0)):
-        ax.set_yscale("log")
+        ax.plot(ep[ok], te[ok], "o-" if not label else "o", color=colour, ms=3 if not label else 2.5, label=f"{prefix}test rel. L2")
+    ax_lr.plot(ep, [c["lr"] for c in curves], color=colour, label=label or None)
+
+
+def _finish(fig: Any, ax: Any, ax_lr: Any, title: str, path: str | os.PathLike, legend_size: float | None = None) -> Path:
+    ax.set_yscale("log")  # non-positive values are left out by matplotlib
     ax.set_xlabel("epoch")
-    ax.legend()
+    ax.legend(fontsize=legend_size)
     ax.grid(alpha=0.3)
     ax.set_title(title or "training")
-    ax_lr.plot(ep, [c["lr"] for c in curves])
     ax_lr.set_xlabel("epoch")
     ax_lr.set_ylabel("learning rate (last step of epoch)")
     ax_lr.grid(alpha=0.3)
     return save_figure(fig, path)
+
+
+def plot_curves(curves: Sequence[Mapping[str, Any]], path: str | os.PathLike, title: str = "") -> Path:
+    """Training loss, test relative L2 (where evaluated) and learning rate per epoch."""
+    fig = figure(figsize=(10, 3.8), layout="constrained")
+    ax, ax_lr = fig.subplots(1, 2)
+    _draw_run(ax, ax_lr, curves)
+    return _finish(fig, ax, ax_lr, title, path)
 
 
 def plot_runs(runs: Mapping[str, Sequence[Mapping[str, Any]]], path: str | os.PathLike, title: str = "") -> Path:
@@ -79,24 +89,8 @@ def plot_runs(runs: Mapping[str, Sequence[Mapping[str, Any]]], path: str | os.Pa
     fig = figure(figsize=(11, 4.2), layout="constrained")
     ax, ax_lr = fig.subplots(1, 2, width_ratios=(2.2, 1))
     for i, (label, curves) in enumerate(runs.items()):
-        colour = f"C{i % 10}"
-        ep = np.array([c["epoch"] for c in curves], dtype=float)
-        tr = np.array([c["train_loss"] for c in curves], dtype=float)
-        te = np.array([np.nan if c.get("test_rel_l2") is None else c["test_rel_l2"] for c in curves], dtype=float)
-        ax.plot(ep, tr, color=colour, lw=1.2, label=f"{label}: train loss")
-        ok = np.isfinite(te)
-        if ok.any():
-            ax.plot(ep[ok], te[ok], "o", color=colour, ms=2.5, label=f"{label}: test rel. L2")
-        ax_lr.plot(ep, [c["lr"] for c in curves], color=colour, label=label)
-    ax.set_yscale("log")  # non-positive values are left out by matplotlib
-    ax.set_xlabel("epoch")
-    ax.legend(fontsize=8)
-    ax.grid(alpha=0.3)
-    ax.set_title(title or "training")
-    ax_lr.set_xlabel("epoch")
-    ax_lr.set_ylabel("learning rate (last step of epoch)")
-    ax_lr.grid(alpha=0.3)
-    return save_figure(fig, path)
+        _draw_run(ax, ax_lr, curves, label or f"run {i + 1}", f"C{i % 10}")
+    return _finish(fig, ax, ax_lr, title, path, legend_size=8)
 
 
 def _panel(fig: Any, ax: Any, values: np.ndarray, coords: np.ndarray, grid_shape: Sequence[int] | None, cmap: str, vlim: tuple[float, float] | None) -> None:
