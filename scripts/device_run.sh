@@ -18,9 +18,12 @@
 #      outcome. scripts/device_pull.sh copies them back for the next command.
 #
 # Usage (in the workflow directory, normally the repository root, on the GPU machine):
-#   scripts/device_run.sh [--minutes M] [--state DIR] [--wheels DIR] [--] SNAKEMAKE_ARGS_AND_TARGETS...
+#   scripts/device_run.sh [--minutes M] [--gpu-jobs G] [--state DIR] [--wheels DIR] [--] SNAKEMAKE_ARGS_AND_TARGETS...
 # e.g.
 #   scripts/device_run.sh --minutes 7 -- results/darcy_ono.json
+# G (default 1) is how many GPU jobs share the one GPU at a time (Snakemake's `--resources gpu=G`): small models
+# (the 1D Burgers ones) leave most of an H100 idle, so several of their trainings can run side by side; their
+# recorded epoch times are then those of a shared GPU.
 # M (default 7) leaves about 3 minutes of the 10 for the wheels, the data, evaluation and packing. The state
 # comes from DIR (default .device-state) and goes to $OUT (or DIR if OUT is unset: a local trial run).
 # The wheels come from --wheels (default .whl of the repository; an empty folder installs none). PYTHON (default
@@ -28,11 +31,13 @@
 set -uo pipefail
 
 minutes=7
+gpu_jobs=1
 state_in=".device-state"
 wheels=""
 while [[ $# -gt 0 ]]; do
     case "$1" in
         --minutes) minutes="$2"; shift 2 ;;
+        --gpu-jobs) gpu_jobs="$2"; shift 2 ;;
         --state) state_in="$2"; shift 2 ;;
         --wheels) wheels="$2"; shift 2 ;;
         --) shift; break ;;
@@ -46,6 +51,10 @@ if [[ $# -eq 0 ]]; then
 fi
 if ! [[ "$minutes" =~ ^[0-9]+([.][0-9]+)?$ ]] || [[ "$minutes" =~ ^0+([.]0+)?$ ]]; then
     echo "device_run: --minutes must be a positive number of minutes, got '$minutes'" >&2
+    exit 2
+fi
+if ! [[ "$gpu_jobs" =~ ^[1-9][0-9]*$ ]]; then
+    echo "device_run: --gpu-jobs must be a whole number of jobs, 1 or more, got '$gpu_jobs'" >&2
     exit 2
 fi
 out="${OUT:-$state_in}"
@@ -66,7 +75,7 @@ export PYTHONPATH="$root${PYTHONPATH:+:$PYTHONPATH}"
           torch.cuda.get_device_name() if torch.cuda.is_available() else "")'
 
 cores="$(nproc)"
-smk=("$py" -m snakemake -s "$root/Snakefile" --cores "$cores" --resources gpu=1 --scheduler greedy --keep-going --printshellcmds)
+smk=("$py" -m snakemake -s "$root/Snakefile" --cores "$cores" --resources gpu="$gpu_jobs" --scheduler greedy --keep-going --printshellcmds)
 
 # 2. data (no training): the state's models must be restored after it, see 3.
 say "making the datasets of: $*"

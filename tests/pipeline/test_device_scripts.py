@@ -113,6 +113,9 @@ def test_device_run_names_missing_targets_and_bad_budgets(tmp_path: Path) -> Non
     assert no_target.returncode == 2 and "name the Snakemake targets" in no_target.stderr
     bad = subprocess.run([str(run), "--minutes", "0", "--", "x"], cwd=tmp_path, capture_output=True, text=True)
     assert bad.returncode == 2 and "--minutes must be a positive number" in bad.stderr
+    for jobs in ("0", "two", "1.5"):
+        shared = subprocess.run([str(run), "--gpu-jobs", jobs, "--", "x"], cwd=tmp_path, capture_output=True, text=True)
+        assert shared.returncode == 2 and f"--gpu-jobs must be a whole number of jobs, 1 or more, got '{jobs}'" in shared.stderr
 
 
 def _imports_fem_stack(path: Path) -> bool:
