@@ -80,7 +80,9 @@ smk=("$py" -m snakemake -s "$root/Snakefile" --cores "$cores" --resources gpu="$
 # 2. data (no training): the state's models must be restored after it, see 3.
 say "making the datasets of: $*"
 mkdir -p logs/device
-"${smk[@]}" --omit-from train "$@" >logs/device/data.log 2>&1
+# `--omit-from=train`, not `--omit-from train`: the option takes one or more values, so in the second form the
+# targets that follow would be read as more rules to omit from, and Snakemake would make the data of `rule all`
+"${smk[@]}" --omit-from=train "$@" >logs/device/data.log 2>&1
 data_rc=$?
 say "datasets: exit $data_rc (log: logs/device/data.log)"
 

@@ -78,7 +78,7 @@ fi
 data_pid=""
 if want train; then  # the training's datasets, in the background on the upper half of the cores
     ( "${pin_hi[@]}" "$py" -m snakemake -s Snakefile --cores "$half" --resources gpu=1 --scheduler greedy \
-          --omit-from train "${target[@]}" >"$logs/data.log" 2>&1; echo "data exit $?" >>"$logs/data.log" ) &
+          --omit-from=train "${target[@]}" >"$logs/data.log" 2>&1; echo "data exit $?" >>"$logs/data.log" ) &
     data_pid=$!
     say "datasets on cores $hi"
 fi
