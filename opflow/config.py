@@ -11,6 +11,9 @@
     │                             task (TaskConfig), view (opflow.data.view_spec), eval_sets, training
     ├── models.<name>             ModelEntry: arch + hyperparameters (opflow.models.hparams) + training
     ├── training                  TrainConfig (defaults: the ONO protocol, below)
+    ├── runs.<dataset>/<model>    RunEntry: training overrides of one (dataset, model) pair, where a
+    │                             paper's protocol sets them per pair (Galerkin Table 2(a): batch 4
+    │                             at n = 8192, 8 at 512 and 2048)
     └── evaluate                  EvalConfig
 
 Every model is a :class:`~opflow.schema.StrictModel` (pydantic v2): unknown keys, wrong types and
@@ -25,7 +28,7 @@ solver.
 
 Merge order of the training settings of one run (dataset ``d``, model ``m``), later wins::
 
-    TrainConfig defaults  <  training:  <  models.m.training  <  datasets.d.training
+    TrainConfig defaults  <  training:  <  models.m.training  <  datasets.d.training  <  runs["d/m"].training
 
 The defaults are the ONO protocol (Xiao et al., "Improved Operator Learning by Orthogonal
 Attention", section 4 "Implementation details", and the authors' released Darcy script and README
@@ -311,7 +314,7 @@ class DatasetConfig(StrictModel):
     view: ViewConfig = Field(default_factory=AutoView)
     #: extra evaluation sets {name: dataset or source}, reported by name in the results
     eval_sets: dict[Str, Str] = Field(default_factory=dict)
-    #: training overrides for this dataset (the last layer of the merge)
+    #: training overrides for this dataset (after the model's; only ``runs.<d>/<m>.training`` comes later)
     training: TrainConfig | None = None
 
 
@@ -333,6 +336,15 @@ class ModelEntry(StrictModel):
         return dict(self.model_extra or {})
 
 
+class RunEntry(StrictModel):
+    """``runs.<dataset>/<model>``: what one (dataset, model) pair changes in its training, the last
+    layer of the merge. For a protocol that sets a value per pair rather than per model or dataset:
+    the Galerkin Transformer paper (Cao 2021, appendix C.1) trains with batch 8 at n = 512 and 2048
+    and batch 4 at n = 8192."""
+
+    training: TrainConfig | None = None
+
+
 class WorkflowConfig(StrictModel):
     """The whole workflow config (config/default.yaml deep-merged with any --configfile)."""
 
@@ -344,6 +356,8 @@ class WorkflowConfig(StrictModel):
     models: dict[Str, ModelEntry] = Field(default_factory=dict)
     training: TrainConfig = Field(default_factory=TrainConfig)
     evaluate: EvalConfig = Field(default_factory=EvalConfig)
+    #: training overrides of single (dataset, model) pairs, keyed "dataset/model"
+    runs: dict[Str, RunEntry] = Field(default_factory=dict)
 
     # ---- lookups naming what exists
 
@@ -358,14 +372,15 @@ class WorkflowConfig(StrictModel):
         return self.models[name]
 
     def train_config(self, dataset: str, model: str) -> TrainConfig:
-        """The merged training settings of (dataset, model): defaults < training < model < dataset."""
-        layers = [self.training, self.model(model).training, self.dataset(dataset).training]
+        """The merged training settings of (dataset, model): defaults < training < model < dataset < run."""
+        run = self.runs.get(f"{dataset}/{model}")
+        layers = [self.training, self.model(model).training, self.dataset(dataset).training, run.training if run else None]
         merged: dict[str, Any] = {}
         for layer in layers:
             if layer is not None:
                 merged.update(layer.set_values())
         where = f"training of {dataset}_{model}"
-        why = f" (merged from training < models.{model}.training < datasets.{dataset}.training)"
+        why = f" (merged from training < models.{model}.training < datasets.{dataset}.training < runs.{dataset}/{model}.training)"
         try:
             cfg = TrainConfig.from_dict(merged, where)
             cfg.check_world_size(cfg.nproc)
@@ -424,8 +439,26 @@ def check_workflow(config: Mapping[str, Any] | WorkflowConfig) -> WorkflowConfig
         problems.check(wf.eval_sets, d)
         for m in wf.models:
             problems.check(wf.train_config, d, m)
+    for key in wf.runs:
+        problems.check(run_pair, wf, key)
     problems.raise_any()
     return wf
+
+
+def run_pair(wf: WorkflowConfig, key: str) -> tuple[str, str]:
+    """``(dataset, model)`` of a ``runs:`` key ``"dataset/model"``, both configured, or the error naming the fix."""
+    dataset, sep, model = key.partition("/")
+    where = f"runs.{key}"
+    if not sep or "/" in model:
+        raise ConfigError(f"{where}: a run is named 'dataset/model' (e.g. 'burgers/gt1d'), got {key!r}")
+    missing = []
+    if dataset not in wf.datasets:
+        missing.append(f"no dataset {dataset!r} (configured: {sorted(wf.datasets)})")
+    if model not in wf.models:
+        missing.append(f"no model {model!r} (configured: {sorted(wf.models)})")
+    if missing:
+        raise ConfigError(f"{where}: " + "; ".join(missing))
+    return dataset, model
 
 
 class Problems:
@@ -501,6 +534,9 @@ def _only(config: Mapping[str, Any], dataset: str, model: str | None = None) -> 
         if model not in models:
             raise ConfigError(f"models: no model {model!r}; configured: {sorted(models)}")
         out["models"] = {model: models[model]}
+        runs = config.get("runs") or {}
+        if f"{dataset}/{model}" in runs:
+            out["runs"] = {f"{dataset}/{model}": runs[f"{dataset}/{model}"]}
     return out
 
 
@@ -605,6 +641,7 @@ __all__ = [
     "Problems",
     "EvalConfig",
     "ModelEntry",
+    "RunEntry",
     "SourceConfig",
     "TaskConfig",
     "TrainConfig",
@@ -621,6 +658,7 @@ __all__ = [
     "resolve_run",
     "run_hash",
     "run_identity",
+    "run_pair",
     "task_of",
     "train_config",
     "view_of",

@@ -55,6 +55,41 @@ def test_merge_order_defaults_then_training_then_model_then_dataset() -> None:
     assert tc.grad_clip == 0.1  # default untouched
 
 
+def test_a_run_entry_sets_one_pair_and_wins_over_the_dataset_and_the_model() -> None:
+    """Galerkin Transformer, App. C.1: batch 8 at n = 512 and 2048, batch 4 at n = 8192, for the same
+    model: a value of one (dataset, model) pair, written in ``runs.<dataset>/<model>.training``."""
+    cfg = tiny_config(epochs=7)
+    cfg["models"]["mlp"]["training"] = {"batch_size": 2, "lr": 0.125}
+    cfg["models"]["other"] = {"arch": TEST_ARCH, "width": 8}
+    cfg["datasets"]["toy"]["training"] = {"batch_size": 3}
+    cfg["runs"] = {"toy/mlp": {"training": {"batch_size": 4}}}
+    assert train_config(cfg, "toy", "mlp").batch_size == 4  # the run beats datasets.toy and models.mlp
+    assert train_config(cfg, "toy", "mlp").lr == 0.125  # what the run does not write comes from below
+    assert train_config(cfg, "toy", "other").batch_size == 3  # another model on the same dataset: untouched
+    check_learning_config(cfg)
+    # the run's hash follows its settings; the other pair's does not move
+    base = {k: v for k, v in cfg.items() if k != "runs"}
+    assert resolve_run(cfg, "toy", "mlp")["hash"] != resolve_run(base, "toy", "mlp")["hash"]
+    assert resolve_run(cfg, "toy", "other")["hash"] == resolve_run(base, "toy", "other")["hash"]
+
+
+@pytest.mark.parametrize(
+    "runs, message",
+    [
+        ({"toy-mlp": {"training": {"batch_size": 4}}}, r"runs\.toy-mlp: a run is named 'dataset/model' \(e\.g\. 'burgers/gt1d'\), got 'toy-mlp'"),
+        ({"toy/mlp/x": {"training": {}}}, r"runs\.toy/mlp/x: a run is named 'dataset/model'"),
+        ({"tot/mlp": {"training": {"batch_size": 4}}}, r"runs\.tot/mlp: no dataset 'tot' \(configured: \['toy'\]\)"),
+        ({"toy/mpl": {"training": {"batch_size": 4}}}, r"runs\.toy/mpl: no model 'mpl' \(configured: \['mlp'\]\)"),
+        ({"toy/mlp": {"training": {"batch": 4}}}, r"runs\.toy/mlp\.training: unknown key 'batch'; allowed: batch_size, "),
+        ({"toy/mlp": {"train": {"batch_size": 4}}}, r"runs\.toy/mlp: unknown key 'train'; allowed: training"),
+    ],
+)
+def test_a_run_entry_naming_no_configured_pair_or_a_bad_key_is_refused(runs: dict, message: str) -> None:
+    cfg = {**tiny_config(), "runs": runs}
+    with pytest.raises(ConfigError, match=message):
+        check_learning_config(cfg)
+
+
 def test_unknown_key_names_it_the_layer_and_the_allowed_keys() -> None:
     cfg = tiny_config()
     cfg["models"]["mlp"]["training"] = {"epoch": 3}
@@ -186,7 +221,7 @@ def test_the_workflow_tree_names_bad_keys_and_layers_carry_only_what_was_written
         ({"datasets": {"toy": {"view": {"kind": "window", "history": 0}}}}, r"^datasets\.toy\.view\.history: 0 must be >= 1"),
         ({"sources": {"s": {"solver": "x", "n_samples": 0, "seed": 0}}}, r"^sources\.s\.n_samples: 0 must be >= 1"),
         ({"sources": {"s": {"solver": "x", "seed": 0}}}, r"^sources\.s: missing required key 'n_samples'"),
-        ({"rooot": "x"}, r"^<top level>: unknown key 'rooot'; allowed: datasets, evaluate, models, root, sources, targets, training"),
+        ({"rooot": "x"}, r"^<top level>: unknown key 'rooot'; allowed: datasets, evaluate, models, root, runs, sources, targets, training"),
     ]:
         with pytest.raises(ConfigError, match=msg):
             parse_workflow(deep_merge(cfg, bad))
@@ -206,7 +241,7 @@ def test_the_json_schema_is_generated_from_the_typed_tree() -> None:
     from opflow.config_schema import workflow_json_schema
 
     schema = workflow_json_schema()
-    assert set(schema["properties"]) == {"root", "targets", "sources", "datasets", "models", "training", "evaluate"}
+    assert set(schema["properties"]) == {"root", "targets", "sources", "datasets", "models", "training", "evaluate", "runs"}
     train = schema["$defs"]["TrainConfig"]["properties"]
     assert train["epochs"]["default"] == TrainConfig().epochs and train["loss"]["enum"] == ["rel_l2", "rel_h1", "mse"]
 

@@ -150,4 +150,5 @@ def test_a_diagnostic_config_is_the_paper_run_changed_only_where_it_says(path: P
         changed = {k for k in ours["training"] if ours["training"][k] != theirs["training"][k]}
         stated = set(written.get("models", {}).get(model, {}).get("training", {})) | set(written.get("training", {}))
         stated |= set(written.get("datasets", {}).get(dataset, {}).get("training", {}))
+        stated |= set(written.get("runs", {}).get(f"{dataset}/{model}", {}).get("training", {}))
         assert changed and changed <= stated, (changed, stated)
