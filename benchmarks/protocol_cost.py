@@ -10,7 +10,7 @@ entry ``<dataset>/<model>/<statistic>`` of ``config/reference.yaml`` (read by
 profile trains or has a published number for (:func:`published_protocols`).
 
 What a protocol is. Its run config resolved as the workflow resolves it (:func:`opflow.config.resolve_run`:
-``training`` < ``models.<m>.training`` < ``datasets.<d>.training``, merged by
+``training`` < ``models.<m>.training`` < ``datasets.<d>.training`` < ``runs.<d>/<m>.training``, merged by
 :meth:`opflow.config.WorkflowConfig.train_config`): the epochs, batch size, optimiser, loss (and
 derivative regulariser), its reduction, clipping and normalisers, the model at its paper
 configuration, the dataset's task and view. The training samples are the view's training items:
@@ -743,6 +743,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         a.threads = 1 if a.smoke else 2
     if a.threads < 1 or a.compare_threads < 0:
         ap.error("--threads must be at least 1 and --compare-threads at least 0")
+    if a.append_to and not a.pairs:
+        ap.error("--append-to adds the rows of --pairs: name them (--pairs dataset/model,...)")
+    own_out = a.out or (None if a.smoke else DEFAULT_OUT)
+    if a.append_to and own_out is not None and Path(a.append_to).resolve() == (Path(own_out) if os.path.isabs(own_out) else ROOT / own_out).resolve():
+        ap.error(f"--append-to {a.append_to} is also where this run writes its own rows (--out): give --out another file, e.g. --out /tmp/protocol_cost_pairs.json")
 
     from benchmarks.models import _memory_available
     from opflow.config import load_config_files

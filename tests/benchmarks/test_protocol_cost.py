@@ -65,3 +65,19 @@ def test_the_readme_shows_the_stored_result_as_its_cost_table() -> None:
     assert table in (ROOT / "README.md").read_text(), "print it with: python -m benchmarks.protocol_cost --table benchmarks/results/protocol_cost.json"
     n_fit = table.count("| **yes** |")
     assert f"{n_fit} of {table.count(chr(10)) - 1} fit in {FIT_HOURS:g} hours" in (ROOT / "README.md").read_text()
+
+
+def test_appending_rows_never_writes_over_the_file_they_are_appended_to(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """``--append-to`` adds the rows of ``--pairs`` to a stored result; the run's own rows go to ``--out``,
+    by default the stored result itself: that combination would replace the whole table with the few rows."""
+    from benchmarks.protocol_cost import DEFAULT_OUT, main
+
+    stored = ROOT / DEFAULT_OUT
+    before = stored.read_bytes()
+    with pytest.raises(SystemExit) as e:
+        main(["--pairs", "burgers512/gt1d", "--append-to", str(stored)])
+    assert e.value.code == 2 and "is also where this run writes its own rows (--out)" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as e:
+        main(["--append-to", str(stored), "--out", str(tmp_path / "x.json")])
+    assert e.value.code == 2 and "--append-to adds the rows of --pairs" in capsys.readouterr().err
+    assert stored.read_bytes() == before
