@@ -745,8 +745,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         ap.error("--threads must be at least 1 and --compare-threads at least 0")
     if a.append_to and not a.pairs:
         ap.error("--append-to adds the rows of --pairs: name them (--pairs dataset/model,...)")
-    own_out = a.out or (None if a.smoke else DEFAULT_OUT)
-    if a.append_to and own_out is not None and Path(a.append_to).resolve() == (Path(own_out) if os.path.isabs(own_out) else ROOT / own_out).resolve():
+    out = a.out or (None if a.smoke else DEFAULT_OUT)
+    out_path = (Path(out) if os.path.isabs(out) else ROOT / out) if out is not None else None
+    if a.append_to and out_path is not None and Path(a.append_to).resolve() == out_path.resolve():
         ap.error(f"--append-to {a.append_to} is also where this run writes its own rows (--out): give --out another file, e.g. --out /tmp/protocol_cost_pairs.json")
 
     from benchmarks.models import _memory_available
@@ -775,8 +776,6 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     import torch
 
-    out = a.out or (None if a.smoke else DEFAULT_OUT)
-    out_path = (Path(out) if os.path.isabs(out) else ROOT / out) if out is not None else None
     previous = resumable(out_path, files, a.threads) if a.resume and out_path is not None else {}
     load_start = loadavg()
     t_run = time.perf_counter()

@@ -21,9 +21,9 @@
 #   scripts/device_run.sh [--minutes M] [--gpu-jobs G] [--state DIR] [--wheels DIR] [--] SNAKEMAKE_ARGS_AND_TARGETS...
 # e.g.
 #   scripts/device_run.sh --minutes 7 -- results/darcy_ono.json
-# G (default 1) is how many GPU jobs share the one GPU at a time (Snakemake's `--resources gpu=G`): small models
-# (the 1D Burgers ones) leave most of an H100 idle, so several of their trainings can run side by side; their
-# recorded epoch times are then those of a shared GPU.
+# G (default 1) is how many GPU jobs share the one GPU at a time (Snakemake's `--resources gpu=G`); their recorded
+# epoch times are then those of a shared GPU. Worth it for small models only: GT and FT at n = 8192 already keep an
+# H200 at 97-100 %, and two of them side by side gained 1.13x over one after the other (docs/gpu.md).
 # M (default 7) leaves about 3 minutes of the 10 for the wheels, the data, evaluation and packing. The state
 # comes from DIR (default .device-state) and goes to $OUT (or DIR if OUT is unset: a local trial run).
 # The wheels come from --wheels (default .whl of the repository; an empty folder installs none). PYTHON (default
