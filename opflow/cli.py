@@ -420,19 +420,23 @@ def _train(a: argparse.Namespace) -> int:
     budget = budget_seconds(a.max_minutes_this_call)  # a bad budget is refused before anything is read
     run = _run_from_args(a)
     out_dir = a.out_dir or (str(Path(a.output).parent) if a.output else f"models/{run['dataset']}_{run['model']}")
-    res = train(
-        run,
-        a.data,
-        out_dir,
-        output=a.output,
-        restart=a.restart,
-        restart_if_changed=a.restart_if_changed,
-        progress=False if a.no_progress else None,
-        max_epochs_this_call=a.max_epochs_this_call,
-        max_seconds_this_call=budget,
-        threads=a.threads,
-        device=a.device,
-    )
+    try:
+        res = train(
+            run,
+            a.data,
+            out_dir,
+            output=a.output,
+            restart=a.restart,
+            restart_if_changed=a.restart_if_changed,
+            progress=False if a.no_progress else None,
+            max_epochs_this_call=a.max_epochs_this_call,
+            max_seconds_this_call=budget,
+            threads=a.threads,
+            device=a.device,
+        )
+    except FloatingPointError as e:  # a non-finite loss or a divergence: the message says what to change
+        print(f"opflow: {e}", file=sys.stderr)
+        return 1
     if res.already_finished:  # a finished run is a no-op (--restart trains it again)
         print(f"opflow: {res.message}", file=sys.stderr)
         return 0

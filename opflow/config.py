@@ -96,7 +96,10 @@ def _auto_or_bool(value: Any) -> Any:
 AutoBool = Annotated[Literal["auto"] | bool, BeforeValidator(_auto_or_bool)]
 
 #: training keys that do not change the trained weights; left out of the run hash
-OPERATIONAL_KEYS = frozenset({"device", "gpus", "num_workers", "eval_every", "checkpoint_every", "threads", "nproc", "compile", "data_on_device"})
+OPERATIONAL_KEYS = frozenset(
+    {"device", "gpus", "num_workers", "eval_every", "checkpoint_every", "threads", "nproc", "compile", "data_on_device",
+     "divergence_factor", "divergence_patience"}
+)
 
 
 class _Settings(StrictModel):
@@ -195,6 +198,14 @@ class TrainConfig(_Settings):
     eval_every: PosInt = 1
     #: write the resumable checkpoint every k epochs (and always at the last epoch)
     checkpoint_every: PosInt = 1
+    #: stop a diverged run with an error (opflow.train.diverged_since): when the training loss of
+    #: ``divergence_patience`` epochs in a row each exceeds divergence_factor x the lowest loss of
+    #: the epochs before it. Seen with the Fourier Transformer on Burgers at the 1cycle peak: train
+    #: rel L2 0.022, then 648, then 1.0035 (a zero output) for every later epoch. null trains on.
+    #: Operational: a run that does not diverge trains to the same weights either way
+    divergence_factor: Annotated[Float, Field(gt=1)] | None = 10.0
+    #: epochs in a row above the factor before the run is stopped (a single spike passes)
+    divergence_patience: PosInt = 3
     #: CPU threads of the training process (Snakemake ``threads``)
     threads: PosInt = 4
     #: processes (GPUs) per run: > 1 launches ``torchrun --nproc_per_node`` (DDP)
@@ -590,6 +601,23 @@ def resolve_run(config: Mapping[str, Any] | WorkflowConfig, dataset: str, model:
         run["view"] = ds.view.to_dict()
     run["hash"] = run_hash(run)
     return run
+
+
+#: operational training keys added after trained runs existed. A training job's params (the run
+#: JSON, rules/train.smk) leave them out while they hold their defaults: Snakemake reruns a job whose
+#: params changed, so adding them would otherwise have retrained every model of a working tree
+LATE_OPERATIONAL_KEYS = ("divergence_factor", "divergence_patience")
+
+
+def job_run(run: Mapping[str, Any]) -> dict[str, Any]:
+    """``run`` as a training job's params: :data:`LATE_OPERATIONAL_KEYS` at their defaults left out.
+
+    The training reads the same settings from it (a missing key takes its default), and the run hash
+    does not change (it leaves out every operational key).
+    """
+    defaults = TrainConfig().to_dict()
+    training = {k: v for k, v in run["training"].items() if not (k in LATE_OPERATIONAL_KEYS and v == defaults[k])}
+    return {**run, "training": training}
 
 
 def diff_keys(a: Mapping[str, Any], b: Mapping[str, Any], prefix: str = "") -> list[str]:

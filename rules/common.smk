@@ -23,7 +23,7 @@ if unavailable_sources():  # e.g. the FEM sources on a GPU machine without gmsh:
         file=sys.stderr,
     )
 
-from opflow.config import resolve_run  # noqa: E402
+from opflow.config import job_run, resolve_run  # noqa: E402
 from opflow import resources as res  # noqa: E402
 
 try:  # the cluster's limits (profiles/slurm/site.yaml; OPFLOW_SLURM_SITE names another file)
@@ -158,7 +158,8 @@ def train_input(wildcards):
 
 
 def run_config(dataset, model):
-    return resolve_run(WF, dataset, model, dataset_file(dataset))
+    """The run JSON of a training job (its params: a change reruns the job); opflow.config.job_run."""
+    return job_run(resolve_run(WF, dataset, model, dataset_file(dataset)))
 
 
 def train_launcher(dataset, model):

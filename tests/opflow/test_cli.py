@@ -330,3 +330,27 @@ def test_curves_draws_several_runs_and_refuses_what_is_not_a_curves_file(tmp_pat
         assert main(["curves", *args, "--out", str(tmp_path / "x.png")]) == 2
         assert says in capsys.readouterr().err
     assert not (tmp_path / "x.png").exists()
+
+
+def test_a_diverged_training_exits_1_with_the_message_in_one_line(
+    project: dict, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import opflow.train
+
+    real, steps = opflow.train.training_loss, []
+
+    def blown_up(*a, **k):
+        steps.append(1)
+        return real(*a, **k) * (1e4 if len(steps) > 3 else 1.0)  # 12 samples, batch 4: from epoch 2 on
+
+    monkeypatch.setattr(opflow.train, "training_loss", blown_up)
+    cfg = yaml.safe_load(project["cfg"].read_text())
+    cfg["training"]["epochs"] = 8
+    (project["root"] / "cfg8.yaml").write_text(yaml.safe_dump(cfg))
+    args = ["train", "--config", str(project["root"] / "cfg8.yaml"), "--dataset", "toy", "--model", "mlp", "--data", str(project["data"]),
+            "--out-dir", str(project["root"] / "diverged"), "--no-progress"]
+    assert main(args) == 1
+    last = capsys.readouterr().err.splitlines()[-1]  # after the log lines: the message once more, the last word
+    assert last.startswith("opflow: toy_mlp: the run diverged: ") and last.endswith("training.divergence_factor: null to train on")
+    assert "in epochs 2-4)" in last and len(steps) == 12
+    assert "ERROR toy_mlp: the run diverged" in (project["root"] / "diverged" / "train.log").read_text()

@@ -17,6 +17,7 @@ from opflow.config import (
     deep_merge,
     diff_keys,
     eval_config,
+    job_run,
     load_config_files,
     resolve_run,
     task_of,
@@ -113,6 +114,8 @@ def test_unknown_key_names_it_the_layer_and_the_allowed_keys() -> None:
         ({"device": "gpu"}, r"device: 'gpu' must be auto, cpu, mps, cuda or cuda:N"),
         ({"precision": "fp16"}, r"training\.precision: 'fp16' is not one of \['fp32', 'bf16'\]"),
         ({"compile": "yes"}, r"training\.compile: 'yes' is not of type bool"),
+        ({"divergence_factor": 1}, r"training\.divergence_factor: 1 must be > 1"),
+        ({"divergence_patience": 0}, r"training\.divergence_patience: 0 must be >= 1"),
     ],
 )
 def test_bad_values_are_refused_with_the_key_and_the_fix(values: dict, message: str) -> None:
@@ -149,11 +152,28 @@ def test_resolve_run_is_json_and_hashes_only_what_changes_the_weights() -> None:
     h = run["hash"]
     assert len(h) == 16 and resolve_run(cfg, "toy", "mlp")["hash"] == h  # paths are not hashed
 
-    for key, value in [("device", "cuda"), ("num_workers", 4), ("threads", 8), ("eval_every", 5), ("checkpoint_every", 3), ("compile", True)]:
+    for key, value in [("device", "cuda"), ("num_workers", 4), ("threads", 8), ("eval_every", 5), ("checkpoint_every", 3), ("compile", True),
+                       ("divergence_factor", None), ("divergence_patience", 5)]:
         assert resolve_run(deep_merge(cfg, {"training": {key: value}}), "toy", "mlp")["hash"] == h, key
     for change in [{"training": {"lr": 2e-3}}, {"training": {"seed": 1}}, {"models": {"mlp": {"width": 8}}}, {"datasets": {"toy": {"train": 10}}},
                    {"datasets": {"toy": {"task": {"outputs": ["sol"]}}}}]:
         assert resolve_run(deep_merge(cfg, change), "toy", "mlp")["hash"] != h, change
+
+
+def test_a_training_job_run_leaves_the_late_operational_keys_out_at_their_defaults() -> None:
+    """So that adding the divergence check did not change the params of every training job (Snakemake
+    would have retrained every model); set to another value, they are in, and the job's settings and
+    hash are those of the run either way."""
+    cfg = tiny_config()
+    run = resolve_run(cfg, "toy", "mlp", "data/toy/r16.nc")
+    job = job_run(run)
+    assert {"divergence_factor", "divergence_patience"} <= set(run["training"])
+    assert not {"divergence_factor", "divergence_patience"} & set(job["training"])
+    assert {k: v for k, v in job.items() if k != "training"} == {k: v for k, v in run.items() if k != "training"}
+    assert TrainConfig.from_dict(job["training"]) == TrainConfig.from_dict(run["training"])
+    off = resolve_run(deep_merge(cfg, {"training": {"divergence_factor": None}}), "toy", "mlp")
+    assert job_run(off)["training"]["divergence_factor"] is None and "divergence_patience" not in job_run(off)["training"]
+    assert job_run(off)["hash"] == run["hash"]
 
 
 def test_task_is_checked() -> None:

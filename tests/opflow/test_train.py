@@ -13,12 +13,12 @@ from pathlib import Path
 import pytest
 import torch
 
-from opflow.config import deep_merge
+from opflow.config import TrainConfig, deep_merge
 from opflow.data.torch_data import GridDataset
 from opflow.inference import load_model
 from opflow.records import ModelRecord
 from opflow.runtime import FolderBusyError
-from opflow.train import CHECKPOINT_NAME, LOG_NAME, RunMismatchError, train
+from opflow.train import CHECKPOINT_NAME, LOG_NAME, RunMismatchError, TrainingDiverged, diverged_since, train
 
 from learning_helpers import grid_dataset, toy_run
 
@@ -238,6 +238,73 @@ def test_a_non_finite_loss_stops_after_its_epoch_and_keeps_the_last_good_checkpo
         train(run, data, tmp_path, progress=False)
     assert len(steps) == 3
     assert (tmp_path / CHECKPOINT_NAME).read_bytes() == before and torch.load(tmp_path / CHECKPOINT_NAME, weights_only=False)["epoch"] == 1
+
+
+def test_diverged_since_needs_patience_epochs_in_a_row_above_factor_times_the_lowest_before() -> None:
+    assert diverged_since([1.0, 0.1, 2.0, 2.0, 2.0], factor=10, patience=3) == 3
+    assert diverged_since([1.0, 0.1, 2.0, 2.0], factor=10, patience=3) is None  # two epochs above: not yet
+    assert diverged_since([1.0, 0.1, 2.0, 0.5, 2.0, 2.0], factor=10, patience=3) is None  # 0.5 broke the row
+    assert diverged_since([1.0, 0.1, 1.0, 1.0, 1.0], factor=10, patience=3) is None  # equal to 10 x is not above
+    assert diverged_since([0.1, 5.0], factor=10, patience=1) == 2
+    assert diverged_since([5.0], factor=10, patience=1) is None  # nothing before the first epoch
+
+
+def _train_losses(path: Path) -> list[float]:
+    return [row["train_loss"] for row in json.loads(path.read_text())]
+
+
+def test_the_default_divergence_rule_stops_the_two_collapsed_runs_and_none_of_the_converged_ones() -> None:
+    """Read from the recorded curves. The Fourier Transformer on Burgers collapsed at the 1cycle peak twice
+    (seed 0, n = 2048 and n = 8192: train rel L2 about 0.02, then 10^2-10^3, then 1.0035 for ever after);
+    with the defaults (10 x, 3 epochs in a row) they stop at epochs 28 and 33. Every published run and
+    every converged diagnostic passes, four of them through a single epoch of 970-6400 x their best loss
+    (the 1cycle peak), one of those (n = 2048, seed 1) through two epochs in a row above 160 x."""
+    defaults = TrainConfig()
+    rule = {"factor": defaults.divergence_factor, "patience": defaults.divergence_patience}
+    assert rule == {"factor": 10.0, "patience": 3}
+    diag = ROOT / "benchmarks" / "results" / "diagnostics"
+    for name, stop in [("burgers2048_ft1d_seed0_diverged_curves.json", 28), ("burgers8192_ft1d_seed0_diverged_curves.json", 33)]:
+        losses = _train_losses(diag / name)
+        first = next(k for k in range(1, len(losses) + 1) if diverged_since(losses[:k], **rule) is not None)
+        assert first == stop, name
+    converged = sorted((ROOT / "published").glob("*/curves.json")) + [p for p in sorted(diag.glob("*_curves.json")) if "diverged" not in p.name]
+    assert len(converged) >= 20
+    spiked = 0
+    for path in converged:
+        losses = _train_losses(path)
+        assert all(diverged_since(losses[:k], **rule) is None for k in range(1, len(losses) + 1)), path
+        spiked += max(losses[i] / min(losses[:i]) for i in range(1, len(losses))) > 100
+    assert spiked >= 4  # the rule is not passed for want of spikes
+    seed1 = _train_losses(diag / "burgers2048_ft1d_seed1_curves.json")
+    assert any(diverged_since(seed1[:k], factor=10, patience=2) for k in range(1, len(seed1) + 1))  # why the patience is 3, not 2
+
+
+def test_a_diverged_run_stops_with_the_epochs_named_and_resumes_with_the_check_off(
+    data: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The check runs before the epoch's checkpoint; the message goes to train.log too; the keys are
+    operational, so ``divergence_factor: null`` resumes the same run from the checkpoint."""
+    import opflow.train
+
+    run = run_of(data, epochs=6, eval_every=3)  # 12 samples, batch 4: 3 steps per epoch
+    real, steps = opflow.train.training_loss, []
+
+    def blown_up(*a, **k):
+        steps.append(1)
+        return real(*a, **k) * (1e4 if len(steps) > 6 else 1.0)  # from epoch 3 on, 10^4 x the loss
+
+    monkeypatch.setattr(opflow.train, "training_loss", blown_up)
+    with pytest.raises(TrainingDiverged, match=r"^toy_mlp: the run diverged: the training loss \(.* in epochs 3-5\) has stayed above "
+                                              r"10 x its lowest \(.*, epoch 2\) for 3 epochs \(the checkpoint is left as it was, written "
+                                              r"before epoch 5\)\. Change training\.seed, lower training\.lr, or set "
+                                              r"training\.divergence_factor: null to train on$"):
+        train(run, data, tmp_path, progress=False)
+    assert len(steps) == 15 and torch.load(tmp_path / CHECKPOINT_NAME, weights_only=False)["epoch"] == 4
+    assert "ERROR" in (tmp_path / LOG_NAME).read_text() and "the run diverged" in (tmp_path / LOG_NAME).read_text()
+    with pytest.raises(TrainingDiverged, match="in epochs 3-5"):  # a rerun stops at the same epoch
+        train(run, data, tmp_path, progress=False)
+    res = train(deep_merge(run, {"training": {"divergence_factor": None}}), data, tmp_path, progress=False)
+    assert res.complete and res.resumed_from == 4 and res.epochs_done == 6
 
 
 def test_a_finished_run_is_not_trained_again_and_another_run_does_not_replace_it(
