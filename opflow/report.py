@@ -315,7 +315,7 @@ def build_report(
         for e in entries:
             found = by_pair.get((e.dataset, e.model))
             ours = statistic_of(found.results, e.statistic, e.where, e.metric) if found else None
-            remark = "" if found else "not run"
+            remark = "" if found else "no result"
             if found and ours is None:
                 remark = f"not in the results ({e.what})"
             rows.append(Row(ds, e.model, e.what, ours, e, found, label(found), remark))

@@ -81,7 +81,7 @@ def test_only_a_run_of_the_paper_protocol_gets_a_ratio(built) -> None:
     assert "reduced, not a reproduction" in zs["profile"]
     # a zero-shot resolution the run did not evaluate, and a pair nobody ran
     assert rows[("darcy43", "ono", "mean, zero-shot at 421")]["ours"].startswith("not in the results")
-    assert rows[("darcy", "gnot", "mean")]["ours"] == "not run" and rows[("darcy", "gnot", "mean")]["ratio"] == "-"
+    assert rows[("darcy", "gnot", "mean")]["ours"] == "no result" and rows[("darcy", "gnot", "mean")]["ratio"] == "-"
     # a result without a published number is still shown, with none
     deeponet = rows[("darcy", "deeponet", "mean")]
     assert deeponet["ours"] == "0.116" and deeponet["published"] == "-" and deeponet["ratio"] == "-"
