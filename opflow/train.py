@@ -182,18 +182,15 @@ def diverged_since(losses: Sequence[float], factor: float, patience: int) -> int
     """The 1-based epoch where a divergence began, or None.
 
     ``losses`` are the training losses of epochs 1, 2, ...; epoch i is *above* when its loss
-    exceeds ``factor`` times the lowest loss of the epochs before it. The run has diverged when
+    exceeds ``factor`` (> 1, as ``training.divergence_factor`` is bounded) times the lowest loss of the
+    epochs before it. The run has diverged when
     the last ``patience`` epochs are all above; the answer is the first of them.
     """
     if patience < 1 or len(losses) < patience + 1:
         return None
     start = len(losses) - patience
-    lowest = min(losses[:start])
-    for i in range(start, len(losses)):
-        if not losses[i] > factor * lowest:
-            return None
-        lowest = min(lowest, losses[i])
-    return start + 1
+    lowest = min(losses[:start])  # factor > 1: an epoch above it cannot lower the minimum for the next
+    return start + 1 if all(loss > factor * lowest for loss in losses[start:]) else None
 
 
 class RunMismatchError(ConfigError):
