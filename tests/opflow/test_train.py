@@ -268,7 +268,7 @@ def test_the_default_divergence_rule_stops_the_two_collapsed_runs_and_none_of_th
         first = next(k for k in range(1, len(losses) + 1) if diverged_since(losses[:k], **rule) is not None)
         assert first == stop, name
     converged = sorted((ROOT / "published").glob("*/curves.json")) + [p for p in sorted(diag.glob("*_curves.json")) if "diverged" not in p.name]
-    assert len(converged) >= 20
+    assert len(converged) >= 23  # 22 finished runs and the 8 epochs of darcy_ono so far
     spiked = 0
     for path in converged:
         losses = _train_losses(path)
