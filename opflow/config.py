@@ -98,7 +98,7 @@ AutoBool = Annotated[Literal["auto"] | bool, BeforeValidator(_auto_or_bool)]
 #: training keys that do not change the trained weights; left out of the run hash
 OPERATIONAL_KEYS = frozenset(
     {"device", "gpus", "num_workers", "eval_every", "checkpoint_every", "threads", "nproc", "compile", "data_on_device",
-     "divergence_factor", "divergence_patience"}
+     "divergence_factor", "divergence_patience", "cuda_graphs"}
 )
 
 
@@ -184,10 +184,17 @@ class TrainConfig(_Settings):
     #: GPUs the training job asks the scheduler for (Snakemake resource ``gpu``; a cluster
     #: executor sends jobs with gpu > 0 to GPU nodes). 0 on CPU-only profiles; nproc with DDP
     gpus: NonNegInt = 0
-    #: fp32, or bf16 autocast (CUDA only; ignored with a warning elsewhere)
-    precision: Literal["fp32", "bf16"] = "fp32"
+    #: fp32; tf32 = float32 storage with TF32 tensor-core matrix products (CUDA only: 10-bit
+    #: mantissa products, float32 sums); or bf16 autocast (CUDA only). tf32 and bf16 are ignored
+    #: with a warning elsewhere. docs/gpu.md, "Precision", has the measured effect on accuracy
+    precision: Literal["fp32", "tf32", "bf16"] = "fp32"
     #: torch.compile the model (CUDA only; ignored with a warning elsewhere)
     compile: Bool = False
+    #: capture the whole training step (forward, loss, backward, clipping, AdamW) as one CUDA graph
+    #: and replay it per batch (opflow.train_step): no kernel launches from the host. CUDA only
+    #: (ignored with a warning elsewhere); a model whose step cannot be captured falls back to the
+    #: plain step with one warning line. Operational: the same computation
+    cuda_graphs: Bool = False
     #: data-loader worker processes (0 = load in the main process)
     num_workers: NonNegInt = 0
     #: hold the training split on the device and batch it by indexing (opflow.data.device_batches;
@@ -606,7 +613,7 @@ def resolve_run(config: Mapping[str, Any] | WorkflowConfig, dataset: str, model:
 #: operational training keys added after trained runs existed. A training job's params (the run
 #: JSON, rules/train.smk) leave them out while they hold their defaults: Snakemake reruns a job whose
 #: params changed, so adding them would otherwise have retrained every model of a working tree
-LATE_OPERATIONAL_KEYS = ("divergence_factor", "divergence_patience")
+LATE_OPERATIONAL_KEYS = ("divergence_factor", "divergence_patience", "cuda_graphs")
 
 
 def job_run(run: Mapping[str, Any]) -> dict[str, Any]:

@@ -115,4 +115,29 @@ def build_optimizer(model: nn.Module, name: str, lr: float, weight_decay: float)
     raise ConfigError(f"training.optimizer: {name!r} is not one of {list(OPTIMIZERS)}")
 
 
-__all__ = ["OPTIMIZERS", "LegacyComplexAdam", "build_optimizer", "complex_pair_parameters"]
+def portable_state_dict(optimizer: torch.optim.Optimizer) -> dict[str, Any]:
+    """``optimizer.state_dict()`` as any machine can load it: hyperparameters held as tensors (the
+    CUDA-graph step's learning rate and betas, :mod:`opflow.train_step`) as numbers, ``capturable``
+    off and the step counts on the CPU (their dtype kept), so that a checkpoint written by a captured run resumes on a
+    CPU or without graphs (a captured run turns capturable on again after loading it)."""
+    sd = optimizer.state_dict()
+
+    def plain(v: Any) -> Any:
+        if isinstance(v, torch.Tensor) and v.numel() == 1:
+            return float(v)
+        if isinstance(v, tuple):
+            return tuple(plain(x) for x in v)
+        return v
+
+    groups = [{k: (v if k == "params" else plain(v)) for k, v in g.items()} for g in sd["param_groups"]]
+    for g in groups:
+        if "capturable" in g:
+            g["capturable"] = False
+    state = {
+        i: {k: (v.detach().to("cpu") if k == "step" and isinstance(v, torch.Tensor) else v) for k, v in st.items()}
+        for i, st in sd["state"].items()
+    }
+    return {"state": state, "param_groups": groups}
+
+
+__all__ = ["OPTIMIZERS", "LegacyComplexAdam", "build_optimizer", "complex_pair_parameters", "portable_state_dict"]

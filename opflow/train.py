@@ -127,12 +127,13 @@ from opflow.atomic import atomic_path, atomic_write_text
 from opflow.config import TrainConfig, diff_keys, run_hash, run_identity
 from opflow.data.errors import ConfigError
 from opflow.data.device_batches import DeviceBatches, item_nbytes, uniform_reason
-from opflow.data.torch_data import ArrayDataset, Normalizers, make_loader, output_mask, to_device
+from opflow.data.torch_data import ArrayDataset, Normalizers, make_loader, to_device
 from opflow.data.views import make_dataset
 from opflow.inference import accepts_globals, forward, load_model, model_inputs, predict, predict_batch, test_errors
-from opflow.metrics import training_loss
-from opflow.optim import build_optimizer
+from opflow.hostsync import deferred_checks, raise_faults, take_faults
+from opflow.optim import build_optimizer, portable_state_dict
 from opflow.records import ModelRecord, RecordError, data_fingerprint, file_sha256
+from opflow.train_step import TrainStep
 from opflow.runtime import (
     DistInfo,
     barrier,
@@ -449,9 +450,16 @@ class Trainer:
         self.started_at = _now() if started_at is None else started_at
         self.local_batch = cfg.batch_size // info.world_size
         self.autocast = cfg.precision == "bf16"
-        if self.autocast and dev.type != "cuda":
-            warn_ignored("precision bf16 (autocast)", dev)
+        if cfg.precision != "fp32" and dev.type != "cuda":
+            warn_ignored(f"precision {cfg.precision}", dev)
             self.autocast = False
+        self.tf32 = cfg.precision == "tf32" and dev.type == "cuda"
+        if dev.type == "cuda":  # process-wide: float32 matrix products in TF32 or in full float32
+            torch.backends.cuda.matmul.allow_tf32 = self.tf32
+        self.cuda_graphs = cfg.cuda_graphs
+        if self.cuda_graphs and dev.type != "cuda":
+            warn_ignored("cuda_graphs (CUDA graph capture)", dev)
+            self.cuda_graphs = False
         self.use_compile = cfg.compile
         if self.use_compile and dev.type != "cuda":
             warn_ignored("compile (torch.compile)", dev)
@@ -630,8 +638,9 @@ class Trainer:
         """Continue from ``checkpoint.pt`` when it matches; returns the epochs already done.
 
         ``restart`` discards any checkpoint; ``restart_if_changed`` discards one of another run
-        (else it is refused with :class:`RunMismatchError`). Then wraps the model for DDP and
-        ``torch.compile`` as configured.
+        (else it is refused with :class:`RunMismatchError`). Then wraps the model for DDP and builds
+        the training step (:class:`opflow.train_step.TrainStep`: eager, ``torch.compile`` or a CUDA
+        graph, as configured).
         """
         info = self.info
         had_checkpoint = self.ckpt_path.exists()
@@ -657,8 +666,11 @@ class Trainer:
             from torch.nn.parallel import DistributedDataParallel as DDP
 
             self.fwd_model = DDP(self.model, device_ids=[self.dev.index] if self.dev.type == "cuda" else None)
-        if self.use_compile:
-            self.fwd_model = torch.compile(self.fwd_model)  # type: ignore[assignment]
+        self.step = TrainStep(
+            self.model, self.fwd_model, self.optimizer, self.scheduler, self.cfg, self.norms, world_size=info.world_size,
+            autocast=self.autocast, compile=self.use_compile, cuda_graphs=self.cuda_graphs,
+            note=lambda level, msg: self._note(level, "%s: %s", self.name, msg),
+        )
         return self.start_epoch
 
     def _restore(self, ck: Mapping[str, Any]) -> None:
@@ -683,10 +695,11 @@ class Trainer:
         """Train one pass over the training split (0-based ``epoch``), then the test error when due.
 
         Appends the epoch's curve row to :attr:`curves` and returns it. Nothing here waits for the
-        device inside the loop (the progress bar's loss aside): the per-sample losses are summed on
-        the device and the sum is checked for a non-finite value once, after the loop
-        (:class:`FloatingPointError` naming the epoch), then with the earlier epochs' losses for a
-        divergence (:class:`TrainingDiverged`).
+        device inside the loop (:mod:`opflow.hostsync`): the per-sample losses are summed on the
+        device, the models' value checks are deferred and their numerical faults counted there, and
+        both are read once, after the loop (:class:`FloatingPointError` naming the epoch), then the
+        loss with the earlier epochs' losses for a divergence (:class:`TrainingDiverged`). The
+        progress bar shows the last epoch's loss, not the running one (reading it would wait).
         """
         from tqdm.auto import tqdm
 
@@ -698,33 +711,20 @@ class Trainer:
         samples = 0
         lr_used = self.optimizer.param_groups[0]["lr"]
         bar = tqdm(self.train_batches, desc=f"{self.name} epoch {epoch + 1}/{cfg.epochs}", leave=False, disable=not self.progress, unit="batch")
-        for batch in bar:
-            b = to_device(batch, dev)
-            gs = b.get("grid_shape")
-            out = forward(self.fwd_model, b, norms, autocast=self.autocast)
-            if cfg.loss_space == "physical":
-                pred, target = norms.outputs.decode(out, gs), b["target"]
-            else:
-                pred, target = out, norms.outputs.encode(b["target"], gs)
-            loss = training_loss(
-                cfg.loss, pred, target, mask=output_mask(b), coords=b.get("query", b["coords"]), grid_shape=gs,
-                grad_weight=cfg.grad_weight, grad_form=cfg.grad_form, inputs=b["inputs"],
-            )
-            n = b["inputs"].shape[0]
-            self.optimizer.zero_grad(set_to_none=True)
-            # "sum": gradient of the global batch sum of per-sample losses (DDP averages over ranks)
-            (loss * (n * info.world_size) if cfg.loss_reduction == "sum" else loss).backward()
-            if cfg.grad_clip is not None:
-                torch.nn.utils.clip_grad_norm_(self.model.parameters(), cfg.grad_clip)
-            self.optimizer.step()
-            lr_used = self.optimizer.param_groups[0]["lr"]
-            self.scheduler.step()
-            loss_sum += loss.detach().double() * n
-            samples += n
-            if self.progress:
-                bar.set_postfix(loss=f"{loss.item():.4g}", refresh=False)
+        if self.progress and self.curves:
+            bar.set_postfix(last_epoch_loss=f"{self.curves[-1]['train_loss']:.4g}", refresh=False)
+        with deferred_checks():
+            for batch in bar:
+                loss, n = self.step(to_device(batch, dev))
+                lr_used = self.step.lr_used
+                loss_sum += loss.double() * n
+                samples += n
         acc = _all_sum(torch.stack([loss_sum, loss_sum.new_tensor(float(samples))]), info)
         train_loss = float(acc[0] / acc[1])  # the one wait for the device per epoch
+        try:
+            raise_faults(take_faults(self.model), f"{self.name} epoch {epoch + 1}", lambda msg: self._note(logging.WARNING, "%s", msg))
+        except FloatingPointError as e:
+            raise self._stop(FloatingPointError(f"{e}; the checkpoint is left as it was")) from None
         if not math.isfinite(train_loss):
             raise self._stop(FloatingPointError(
                 f"{self.name}: the training loss became {train_loss} in epoch {epoch + 1} (the checkpoint is left as it was); "
@@ -852,7 +852,7 @@ class Trainer:
                 "format": CHECKPOINT_FORMAT,
                 "epoch": epochs_done,
                 "model": self.model.state_dict(),
-                "optimizer": self.optimizer.state_dict(),
+                "optimizer": portable_state_dict(self.optimizer),
                 "scheduler": self.scheduler.state_dict(),
                 "rng": rngs,
                 "loader_generator": self.loader_gen.get_state(),

@@ -25,8 +25,10 @@ states, ``g`` (bottom flow) and ``h`` (top flow). Stage ``l``:
   authors' code, ``momentum`` = weight of the old value, default 0.9; the first training batch
   initialises the buffer). Evaluation mode whitens with ``running_cov``, so each sample's output is
   independent of the rest of its batch. The Cholesky factorisation (``torch.linalg.cholesky_ex``, in
-  float64 except on MPS) is retried with jitter ``cholesky_eps * tr(C)/k * 10^j``, j = 0, 1, ... 7,
-  when ``C`` is not numerically positive definite (rank-deficient features).
+  float64 except on MPS) takes jitter ``cholesky_eps * tr(C)/k * 10^j``, the smallest j = 0, 1, ... 7
+  that works, when ``C`` is not numerically positive definite (rank-deficient features); the
+  candidates are factorised together and the choice is made on the device, so a training step never
+  waits for the GPU here (:mod:`opflow.hostsync`).
 * ridge: ``C`` is factorised as ``C + delta I``, ``delta = ortho_ridge * tr(C)/k`` (default 1e-4),
   in training and evaluation alike. Not in the paper; without it, features of near-zero variance
   (the covariance of a freshly initialised ONO has condition numbers of 1e6-1e9) are amplified to
@@ -107,6 +109,7 @@ clipping 0.1, 500 epochs, batch 4 (release Darcy) or 2-16 (paper).
 
 from __future__ import annotations
 
+import logging
 import warnings
 
 import torch
@@ -114,6 +117,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from opflow.data.errors import ConfigError
+from opflow.hostsync import add_fault_counters, checks_on
 
 from .base import OperatorModel, register
 from .hparams import OnoQuadrature, literal_values
@@ -151,44 +155,65 @@ RELEASE_DARCY: dict[str, object] = {
 }
 
 
-def jittered_cholesky(c: Tensor, eps: float = 1e-6, max_tries: int = 8) -> Tensor:
-    """Lower Cholesky factor of the symmetric ``c (k, k)``, adding jitter to the diagonal if needed.
+#: what :func:`jittered_cholesky_ex`'s ``tries`` means beyond the jitter index
+CHOLESKY_FAILED_MESSAGE = "ONO orthogonalisation: Cholesky failed even with the largest jitter; the features are degenerate"
+NONFINITE_COVARIANCE_MESSAGE = (
+    "ONO orthogonalisation: the feature covariance has NaN/inf entries (training diverged or the "
+    "inputs are not finite); lower the learning rate, clip gradients, or check the data"
+)
+JITTER_MESSAGE = "ONO orthogonalisation: feature covariance not positive definite; added jitter eps*tr(C)/k*10^j to its diagonal"
 
-    Tries ``c`` itself, then ``c + eps * (tr(c)/k) * 10^j I`` for j = 0..max_tries-1 (``tr(c)/k``
-    replaced by 1 when it is not positive), with a ``RuntimeWarning``. A factorisation counts as
-    failed when ``cholesky_ex`` reports it or when a pivot ``L_ii^2`` falls below the round-off level
+
+def jittered_cholesky_ex(c: Tensor, eps: float = 1e-6, max_tries: int = 8) -> tuple[Tensor, Tensor, Tensor]:
+    """Lower Cholesky factor of the symmetric ``c (k, k)`` with jitter where needed, without a host-device wait.
+
+    The candidates are ``c`` itself, then ``c + eps * (tr(c)/k) * 10^j I`` for j = 0..max_tries-1
+    (``tr(c)/k`` replaced by 1 when it is not positive). A factorisation counts as failed when
+    ``cholesky_ex`` reports it or when a pivot ``L_ii^2`` falls below the round-off level
     ``k * machine_eps * max_i c_ii`` (an exactly singular matrix often "succeeds" with such a pivot,
-    and whitening would then blow rounding noise up to unit variance). Raises
-    ``FloatingPointError`` for a non-finite ``c`` and ``RuntimeError`` if every try fails.
+    and whitening would then blow rounding noise up to unit variance). All candidates are factorised
+    at once, without gradient (``max_tries + 1`` small matrices), the first that succeeds is chosen on
+    the device, and that one is factorised again with the gradient flowing to ``c`` (the jitter is a
+    constant, as it always was). Returns ``(L, tries, nonfinite)``: ``tries`` = 0 for ``c`` itself,
+    ``j + 1`` for jitter ``10^j``, ``max_tries + 1`` when every candidate failed (``L`` is then the
+    last candidate's, not a valid factor); ``nonfinite`` is true when ``c`` has a NaN or inf.
     """
     k = c.shape[-1]
-    floor = k * torch.finfo(c.dtype).eps * c.detach().diagonal().amax().clamp_min(0)
-
-    def ok(L: Tensor, info: Tensor) -> bool:  # one host-device wait (on CUDA) per factorisation, not two
-        return bool((info == 0).all() & ((L.detach().diagonal() ** 2).amin() > floor))
-
-    L, info = torch.linalg.cholesky_ex(c)
-    if ok(L, info):
-        return L
-    if not bool(torch.isfinite(c).all()):
-        raise FloatingPointError(
-            "ONO orthogonalisation: the feature covariance has NaN/inf entries (training diverged or the "
-            "inputs are not finite); lower the learning rate, clip gradients, or check the data"
-        )
-    scale = float(c.detach().diagonal().sum()) / k
-    scale = scale if scale > 0 else 1.0
     eye = torch.eye(k, dtype=c.dtype, device=c.device)
-    for j in range(max_tries):
-        jitter = eps * scale * 10.0**j
-        L, info = torch.linalg.cholesky_ex(c + jitter * eye)
-        if ok(L, info):
-            warnings.warn(
-                "ONO orthogonalisation: feature covariance not positive definite; added jitter eps*tr(C)/k*10^j to its diagonal",
-                RuntimeWarning,
-                stacklevel=2,
-            )
-            return L
-    raise RuntimeError(f"ONO orthogonalisation: Cholesky failed even with jitter {jitter:.3g}; the features are degenerate")
+    with torch.no_grad():
+        cd = c.detach()
+        diag = cd.diagonal()
+        floor = k * torch.finfo(c.dtype).eps * diag.amax().clamp_min(0)
+        trace = diag.sum() / k
+        scale = torch.where(trace > 0, trace, torch.ones_like(trace))
+        steps = torch.cat([torch.zeros(1, dtype=c.dtype, device=c.device), eps * 10.0 ** torch.arange(max_tries, dtype=c.dtype, device=c.device)])
+        jitter = steps * scale  # (T,)
+        L_all, info = torch.linalg.cholesky_ex(cd + jitter[:, None, None] * eye)
+        ok = (info == 0) & ((L_all.diagonal(dim1=-2, dim2=-1) ** 2).amin(-1) > floor)
+        any_ok = ok.any()
+        first = torch.argmax(ok.to(torch.int8))  # the first True (argmax returns the first maximum)
+        choice = torch.where(any_ok, first, torch.full_like(first, max_tries))
+        tries = torch.where(any_ok, first, torch.full_like(first, max_tries + 1))
+        nonfinite = ~torch.isfinite(cd).all()
+    L, _ = torch.linalg.cholesky_ex(c + jitter[choice] * eye)
+    return L, tries, nonfinite
+
+
+def jittered_cholesky(c: Tensor, eps: float = 1e-6, max_tries: int = 8) -> Tensor:
+    """:func:`jittered_cholesky_ex` with its checks on the host (one wait for the device).
+
+    Warns (``RuntimeWarning``) when jitter was added; raises ``FloatingPointError`` for a non-finite
+    ``c`` and ``RuntimeError`` if every try fails.
+    """
+    L, tries, nonfinite = jittered_cholesky_ex(c, eps, max_tries)
+    t, bad = (int(v) for v in torch.stack([tries, nonfinite.to(tries.dtype)]).tolist())
+    if bad:
+        raise FloatingPointError(NONFINITE_COVARIANCE_MESSAGE)
+    if t > max_tries:
+        raise RuntimeError(f"{CHOLESKY_FAILED_MESSAGE} ({eps * 10.0 ** (max_tries - 1):.3g} x tr(C)/k)")
+    if t:
+        warnings.warn(JITTER_MESSAGE, RuntimeWarning, stacklevel=2)
+    return L
 
 
 def _release_init(m: nn.Module) -> None:
@@ -216,7 +241,15 @@ class CholeskyWhitening(nn.Module):
     ``delta = ridge * tr(C)/k``. See the module docstring for the covariance, the EMA buffer
     ``running_cov`` (``momentum`` = weight of the old value) and the train/eval behaviour. ``num_batches_tracked`` counts the training batches seen; the first one
     initialises the buffer (before any, the buffer is the identity).
+
+    The factorisation (:func:`jittered_cholesky_ex`) makes no host-device wait. Its outcome is checked
+    on the host at once (a warning when jitter was added, an error when it failed) only where
+    :func:`opflow.hostsync.checks_on`; in a training step it is counted on the device instead
+    (``fault_counts``: jitter added, failed, non-finite covariance) and reported once per epoch.
     """
+
+    #: jitter tries of the factorisation, 10^0 .. 10^(MAX_TRIES - 1) times eps * tr(C)/k
+    MAX_TRIES = 8
 
     def __init__(self, dim: int, momentum: float = 0.9, eps: float = 1e-6, ridge: float = 0.0) -> None:
         super().__init__()
@@ -226,6 +259,10 @@ class CholeskyWhitening(nn.Module):
         self.momentum, self.eps = momentum, eps
         self.register_buffer("running_cov", torch.eye(dim, dtype=torch.float64))
         self.register_buffer("num_batches_tracked", torch.tensor(0, dtype=torch.long))
+        add_fault_counters(
+            self,
+            ((logging.WARNING, JITTER_MESSAGE), (logging.ERROR, CHOLESKY_FAILED_MESSAGE), (logging.ERROR, NONFINITE_COVARIANCE_MESSAGE)),
+        )
 
     def _apply(self, fn, recurse=True):  # type: ignore[no-untyped-def]
         # ``running_cov`` stays in float64 (float32 on MPS, which has no float64) whatever dtype the
@@ -270,7 +307,13 @@ class CholeskyWhitening(nn.Module):
         if self.ridge > 0:
             k = c.shape[-1]
             c = c + (self.ridge * c.diagonal().sum().detach() / k) * torch.eye(k, dtype=c.dtype, device=c.device)
-        L = jittered_cholesky(c, self.eps)
+        if checks_on():
+            L = jittered_cholesky(c, self.eps)
+        else:  # counted on the device, reported at the trainer's one wait per epoch (opflow.hostsync)
+            L, tries, nonfinite = jittered_cholesky_ex(c, self.eps, self.MAX_TRIES)
+            failed = (tries > self.MAX_TRIES) & ~nonfinite
+            jittered = (tries > 0) & (tries <= self.MAX_TRIES)
+            self.fault_counts += torch.stack([jittered, failed, nonfinite]).to(self.fault_counts.dtype)
         eye = torch.eye(L.shape[-1], dtype=work, device=L.device)
         return torch.linalg.solve_triangular(L, eye, upper=False).mT.to(g_hat.dtype)
 

@@ -114,6 +114,7 @@ import torch
 from torch import Tensor, nn
 
 from opflow.data.errors import ConfigError
+from opflow.hostsync import checks_on
 
 from .base import OperatorModel, register
 from .hparams import GlobalsMode, TnoQuadrature, literal_values
@@ -331,7 +332,7 @@ class TNO(OperatorModel):
     def weights(self, coords: Tensor, mask: Tensor | None = None, grid_shape: tuple[int, ...] | None = None) -> Tensor:
         """The quadrature weights of the batch (:func:`quadrature_weights` with this model's rule)."""
         w = quadrature_weights(coords, mask, grid_shape, self.quadrature)
-        if not bool((w.sum(-1) > 0).all()):
+        if checks_on() and not bool((w.sum(-1) > 0).all()):
             raise ValueError("tno: a sample has zero total quadrature weight; 1D samples need at least two distinct real points")
         return w
 

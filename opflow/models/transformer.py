@@ -26,6 +26,7 @@ from collections.abc import Sequence
 import torch
 from torch import Tensor, nn
 
+from opflow.hostsync import checks_on
 
 from .base import OperatorModel, register
 from .layers import MLP, TransformerBlock, nearest_features
@@ -50,7 +51,7 @@ def check_batch(
     if mask is not None:
         if mask.dtype != torch.bool or mask.shape != coords.shape[:2]:
             raise ValueError(f"mask must be a bool tensor of shape {tuple(coords.shape[:2])}; got {mask.dtype} {tuple(mask.shape)}")
-        if not bool(mask.any(-1).all()):
+        if checks_on() and not bool(mask.any(-1).all()):
             raise ValueError("mask: every sample needs at least one real point (a row of the mask is all False)")
 
 
@@ -68,16 +69,23 @@ def grid_of(arch: str, coord_dim: int, n_points: int, grid_shape: Sequence[int] 
 
 
 def is_self_query(coords: Tensor, query: Tensor | None) -> bool:
-    """True when the outputs are wanted at the input points (``query`` absent or equal to ``coords``)."""
-    return query is None or query is coords or (query.shape == coords.shape and torch.equal(query, coords))
+    """True when the outputs are wanted at the input points (``query`` absent or equal to ``coords``).
+
+    The comparison of the values waits for the device, so it is made only where
+    :func:`opflow.hostsync.checks_on`; elsewhere (a training step) a distinct ``query`` tensor takes
+    the query-stream form, which gives the same outputs when the points are equal.
+    """
+    if query is None or query is coords:
+        return True
+    return checks_on() and query.shape == coords.shape and torch.equal(query, coords)
 
 
 def require_full_grid(arch: str, coords: Tensor, query: Tensor | None, mask: Tensor | None) -> None:
     """Raise ``ValueError`` unless the batch is whole grids answered at their own points: the grid-only
     models (FNO, ViTNO, FANO) have no query decoder and no masked points."""
-    if not is_self_query(coords, query):
+    if query is not None and query is not coords and checks_on() and not is_self_query(coords, query):
         raise ValueError(f"{arch} predicts at its input grid points: query must be None or equal to coords")
-    if mask is not None and not bool(mask.all()):
+    if mask is not None and checks_on() and not bool(mask.all()):
         raise ValueError(f"{arch} needs every grid point: the mask has padded points (use a point-cloud model for meshes)")
 
 

@@ -336,14 +336,15 @@ def test_a_diverged_training_exits_1_with_the_message_in_one_line(
     project: dict, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     import opflow.train
+    import opflow.train_step
 
-    real, steps = opflow.train.training_loss, []
+    real, steps = opflow.train_step.training_loss, []
 
     def blown_up(*a, **k):
         steps.append(1)
         return real(*a, **k) * (1e4 if len(steps) > 3 else 1.0)  # 12 samples, batch 4: from epoch 2 on
 
-    monkeypatch.setattr(opflow.train, "training_loss", blown_up)
+    monkeypatch.setattr(opflow.train_step, "training_loss", blown_up)
     cfg = yaml.safe_load(project["cfg"].read_text())
     cfg["training"]["epochs"] = 8
     (project["root"] / "cfg8.yaml").write_text(yaml.safe_dump(cfg))

@@ -222,17 +222,18 @@ def test_a_non_finite_loss_stops_after_its_epoch_and_keeps_the_last_good_checkpo
     """Checked once per epoch on the summed loss (no wait for the device per step): every step of the
     diverged epoch runs, then the error names the epoch, before any checkpoint is written."""
     import opflow.train
+    import opflow.train_step
 
     run = run_of(data, epochs=3)  # 12 samples, batch 4: 3 steps per epoch
     train(run, data, tmp_path, progress=False, max_epochs_this_call=1)
     before = (tmp_path / CHECKPOINT_NAME).read_bytes()
-    real, steps = opflow.train.training_loss, []
+    real, steps = opflow.train_step.training_loss, []
 
     def nan_loss(*a, **k):
         steps.append(1)
         return real(*a, **k) * (float("nan") if len(steps) == 2 else 1.0)  # the second step of epoch 2 diverges
 
-    monkeypatch.setattr(opflow.train, "training_loss", nan_loss)
+    monkeypatch.setattr(opflow.train_step, "training_loss", nan_loss)
     with pytest.raises(FloatingPointError, match=r"^toy_mlp: the training loss became nan in epoch 2 \(the checkpoint is left as it was\); "
                                                  r"lower training\.lr or check the data$"):
         train(run, data, tmp_path, progress=False)
@@ -285,15 +286,16 @@ def test_a_diverged_run_stops_with_the_epochs_named_and_resumes_with_the_check_o
     """The check runs before the epoch's checkpoint; the message goes to train.log too; the keys are
     operational, so ``divergence_factor: null`` resumes the same run from the checkpoint."""
     import opflow.train
+    import opflow.train_step
 
     run = run_of(data, epochs=6, eval_every=3)  # 12 samples, batch 4: 3 steps per epoch
-    real, steps = opflow.train.training_loss, []
+    real, steps = opflow.train_step.training_loss, []
 
     def blown_up(*a, **k):
         steps.append(1)
         return real(*a, **k) * (1e4 if len(steps) > 6 else 1.0)  # from epoch 3 on, 10^4 x the loss
 
-    monkeypatch.setattr(opflow.train, "training_loss", blown_up)
+    monkeypatch.setattr(opflow.train_step, "training_loss", blown_up)
     with pytest.raises(TrainingDiverged, match=r"^toy_mlp: the run diverged: the training loss \(.* in epochs 3-5\) has stayed above "
                                               r"10 x its lowest \(.*, epoch 2\) for 3 epochs \(the checkpoint is left as it was, written "
                                               r"before epoch 5\)\. Change training\.seed, lower training\.lr, or set "
@@ -312,6 +314,7 @@ def test_a_finished_run_is_not_trained_again_and_another_run_does_not_replace_it
 ) -> None:
     """Decided from what model.pt records (run hash, data fingerprint, epochs), before any data is read."""
     import opflow.train
+    import opflow.train_step
 
     run = run_of(data, epochs=2)
     first = train(run, data, tmp_path, progress=False)

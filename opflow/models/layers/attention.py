@@ -340,6 +340,20 @@ def _zero_key_share(logits: Tensor, col_mask: Tensor | None, n_zero: Tensor) -> 
     return logits.softmax(-1), share
 
 
+#: largest ``(B, H, N, m)`` factor in bytes that the automatic choice forms explicitly (:func:`nystrom_fused`)
+NYSTROM_EXPLICIT_BYTES = 1 << 30
+
+
+def nystrom_fused(q: Tensor, k: Tensor, num_landmarks: int) -> bool:
+    """The automatic choice of :func:`nystrom_attention`'s path: the fused softmax kernels, except on
+    CUDA in float32 with a head width under 32 (where the fused float32 kernels are slow), while a
+    ``(B, H, N, m)`` factor takes at most :data:`NYSTROM_EXPLICIT_BYTES`."""
+    B, H, M, d = q.shape
+    n = max(M, k.shape[2])
+    small = B * H * n * num_landmarks * q.element_size() <= NYSTROM_EXPLICIT_BYTES
+    return not (q.is_cuda and q.dtype == torch.float32 and d < 32 and small)
+
+
 def nystrom_attention(
     q: Tensor,
     k: Tensor,
@@ -351,7 +365,7 @@ def nystrom_attention(
     scale: float | None = None,
     pad_to_landmarks: bool = False,
     pinv_scale: str = "matrix",
-    fused: bool = True,
+    fused: bool | None = None,
 ) -> Tensor:
     """Nystromformer (Xiong et al. 2021, eq. 15) with mask-exact segment-mean landmarks::
 
@@ -364,12 +378,19 @@ def nystrom_attention(
     zero keys also entering the softmax over the keys. ``pinv_scale``: :func:`iterative_pinv`'s initial
     scaling, per matrix or over the batch.
 
-    ``fused`` (default): the two ``(N, m)`` factors are never formed. ``softmax(Q~ K^T) V`` and
+    ``fused=True``: the two ``(N, m)`` factors are never formed. ``softmax(Q~ K^T) V`` and
     ``softmax(Q K~^T) W`` (``W = pinv(.) softmax(Q~ K^T) V``, ``(m, d)``) are softmax attentions and go
     through :func:`softmax_attention` (fused kernels); the ``P`` zero keys of the package are one zero
-    key of quadrature weight ``P``. ``fused=False``: the explicit products, kept as the reference the
-    fused path is tested against (they hold ``B H N m`` numbers each: 27 GB at the ONO Darcy size).
+    key of quadrature weight ``P``. ``fused=False``: the explicit products (the reference the fused
+    path is tested against; they hold ``B H N m`` numbers each, 0.47 GB in float32 at the ONO Darcy
+    size of 85 x 85 points, batch 8, 8 heads, 256 landmarks). ``None`` (default, :func:`nystrom_fused`):
+    explicit on CUDA in float32 with a head width under 32 while each factor takes at most
+    :data:`NYSTROM_EXPLICIT_BYTES`, fused elsewhere. On an H200 the memory-efficient kernel's float32
+    backward at head width 16 took 81 of the 170 ms of an ONO Darcy step; the explicit products are
+    plain (TF32 where allowed) matrix multiplications.
     """
+    if fused is None:
+        fused = nystrom_fused(q, k, num_landmarks)
     dtype = q.dtype
     q, k, v = _upcast(q, k, v)
     s = scale if scale is not None else q.shape[-1] ** -0.5
@@ -667,6 +688,7 @@ __all__ = [
     "nearest_features",
     "normalized_attention",
     "nystrom_attention",
+    "nystrom_fused",
     "padded_segment_means",
     "segment_means",
     "softmax_attention",

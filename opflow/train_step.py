@@ -1,0 +1,277 @@
+"""One training step of :mod:`opflow.train`, made so that the host never waits for the GPU inside it.
+
+The step, for a batch ``b`` (``B`` samples, ``P`` DDP processes)::
+
+    loss  = L(decode(model(b)), target) + grad_weight * R(...)        (:func:`batch_loss`)
+    grads = d(loss * B * P)/d(theta)   ("sum" reduction) or d(loss)/d(theta)   ("mean")
+    grads <- grads * min(1, grad_clip / ||grads||)                    (global norm clipping)
+    theta <- AdamW(theta, grads, lr_t, beta1_t)                       (lr, beta1 of the schedule)
+
+Three ways to run it, chosen by the training settings, all computing the same step:
+
+* **eager** (default): PyTorch ops launched one by one. No ``.item()``, ``float()`` or ``bool()`` of a
+  device value happens inside (the model's value checks are deferred, :mod:`opflow.hostsync`), so the
+  host runs ahead of the GPU and is limited by kernel launches only.
+* **compiled** (``training.compile``): ``torch.compile`` of :func:`batch_loss` (forward, decode and
+  loss in one graph; the backward is compiled from it).
+* **CUDA graph** (``training.cuda_graphs``, CUDA only): the whole step, AdamW and clipping included,
+  captured once into a ``torch.cuda.CUDAGraph`` and replayed per batch; the batch is copied into the
+  captured input tensors. AdamW runs with ``capturable=True`` and reads its learning rate and
+  ``beta1`` from device tensors, which are set from the schedule after each step (the 1cycle schedule
+  cycles both). The capture runs three warm-up steps first (on a side stream, as CUDA graphs need);
+  every parameter, buffer, optimizer state and RNG state is restored afterwards, so the run is the
+  one the eager step would train. A batch of another shape (the last, smaller batch of an epoch) takes
+  the eager step. Where the capture fails (an operation that cannot be captured, DDP), the run goes on
+  with the eager step after one warning line.
+
+The step returns the batch's loss as a device tensor; the trainer sums it over the epoch and reads
+it once per epoch (:meth:`opflow.train.Trainer.epoch`).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import torch
+from torch import Tensor, nn
+
+from opflow.data.torch_data import Normalizers, output_mask
+from opflow.inference import forward
+from opflow.metrics import training_loss
+
+log = logging.getLogger("opflow.train")
+
+#: warm-up steps before a CUDA graph capture (PyTorch's recipe uses a few, on a side stream)
+GRAPH_WARMUP_STEPS = 3
+
+
+def batch_loss(model: nn.Module, batch: Mapping[str, Any], norms: Normalizers, cfg: Any, *, autocast: bool = False) -> Tensor:
+    """The training loss of one batch, the mean over its samples (module docstring, first line).
+
+    ``loss_space: physical`` compares the decoded prediction with the target in physical units,
+    ``normalized`` the raw prediction with the encoded target.
+    """
+    gs = batch.get("grid_shape")
+    out = forward(model, batch, norms, autocast=autocast)
+    if cfg.loss_space == "physical":
+        pred, target = norms.outputs.decode(out, gs), batch["target"]
+    else:
+        pred, target = out, norms.outputs.encode(batch["target"], gs)
+    return training_loss(
+        cfg.loss, pred, target, mask=output_mask(batch), coords=batch.get("query", batch["coords"]), grid_shape=gs,
+        grad_weight=cfg.grad_weight, grad_form=cfg.grad_form, inputs=batch["inputs"],
+    )
+
+
+# ----------------------------------------------------------------------------------- batch trees
+
+
+def _tree_map(value: Any, fn: Callable[[Tensor], Any]) -> Any:
+    if isinstance(value, Tensor):
+        return fn(value)
+    if isinstance(value, Mapping):
+        return {k: _tree_map(v, fn) for k, v in value.items()}
+    if isinstance(value, list | tuple) and any(isinstance(v, Tensor | Mapping | list | tuple) for v in value):
+        return type(value)(_tree_map(v, fn) for v in value)
+    return value
+
+
+def _signature(value: Any) -> Any:
+    """What a captured graph is specific to: the tree, each tensor's shape, dtype and device, the other leaves."""
+    if isinstance(value, Tensor):
+        return ("T", tuple(value.shape), value.dtype, value.device)
+    if isinstance(value, Mapping):
+        return tuple((k, _signature(v)) for k, v in value.items())
+    if isinstance(value, list | tuple):
+        return (type(value).__name__, tuple(_signature(v) for v in value))
+    return value
+
+
+def _tree_copy_(dst: Any, src: Any) -> None:
+    if isinstance(dst, Tensor):
+        dst.copy_(src, non_blocking=True)
+    elif isinstance(dst, Mapping):
+        for k in dst:
+            _tree_copy_(dst[k], src[k])
+    elif isinstance(dst, list | tuple):
+        for d, s in zip(dst, src, strict=True):
+            _tree_copy_(d, s)
+
+
+# ----------------------------------------------------------------------------------- the step
+
+
+class TrainStep:
+    """The training step of a :class:`~opflow.train.Trainer` (module docstring).
+
+    ``model`` is the bare model (clipping, state snapshots), ``fwd_model`` what the forward calls (the
+    model, its DDP wrapper). Call it with a batch on the device: it runs the step and the scheduler's
+    step and returns ``(loss, B)``, the batch's loss as a detached 0-dim device tensor (valid until the
+    next call) and its number of samples. :attr:`lr_used` is the learning rate of the last step.
+    """
+
+    def __init__(
+        self,
+        model: nn.Module,
+        fwd_model: nn.Module,
+        optimizer: torch.optim.Optimizer,
+        scheduler: torch.optim.lr_scheduler.LRScheduler,
+        cfg: Any,
+        norms: Normalizers,
+        *,
+        world_size: int = 1,
+        autocast: bool = False,
+        compile: bool = False,
+        cuda_graphs: bool = False,
+        note: Callable[[int, str], None] | None = None,
+    ) -> None:
+        self.model, self.fwd_model, self.optimizer, self.scheduler = model, fwd_model, optimizer, scheduler
+        self.cfg, self.norms, self.world_size, self.autocast = cfg, norms, world_size, autocast
+        self.note = note or (lambda level, msg: log.log(level, msg))
+        self.lr_used: float = float(optimizer.param_groups[0]["lr"])
+
+        def loss_fn(b: Mapping[str, Any]) -> Tensor:
+            return batch_loss(self.fwd_model, b, self.norms, self.cfg, autocast=self.autocast)
+
+        self.loss_fn: Callable[[Mapping[str, Any]], Tensor] = torch.compile(loss_fn) if compile else loss_fn
+        #: the captured graph and what it reads and writes (set by the first full batch)
+        self.graph: torch.cuda.CUDAGraph | None = None
+        self._static_batch: Any = None
+        self._static_loss: Tensor | None = None
+        self._signature: Any = None
+        self._hyper: list[tuple[dict[str, Any], Tensor, Tensor, Tensor]] = []
+        self.graphs_wanted = cuda_graphs
+        if cuda_graphs and world_size > 1:
+            self.note(logging.WARNING, "training.cuda_graphs: not with DDP (several processes); the plain step runs")
+            self.graphs_wanted = False
+
+    # ------------------------------------------------------------------ one step
+
+    def _scaled(self, loss: Tensor, n: int) -> Tensor:
+        # "sum": gradient of the global batch sum of per-sample losses (DDP averages over ranks)
+        return loss * (n * self.world_size) if self.cfg.loss_reduction == "sum" else loss
+
+    def _update(self) -> None:
+        if self.cfg.grad_clip is not None:
+            torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.cfg.grad_clip)
+        self.optimizer.step()
+
+    def _eager(self, b: Mapping[str, Any]) -> Tensor:
+        loss = self.loss_fn(b)
+        # with a graph captured, the gradients are its tensors: zero them in place, do not drop them
+        self.optimizer.zero_grad(set_to_none=self.graph is None)
+        self._scaled(loss, b["inputs"].shape[0]).backward()
+        self._update()
+        return loss.detach()
+
+    def __call__(self, b: Mapping[str, Any]) -> tuple[Tensor, int]:
+        n = int(b["inputs"].shape[0])
+        if self.graphs_wanted and self.graph is None:
+            self._try_capture(b)
+        if self.graph is not None and _signature(b) == self._signature:
+            _tree_copy_(self._static_batch, b)
+            self.graph.replay()
+            loss = self._static_loss
+        else:
+            loss = self._eager(b)
+        self.lr_used = float(self.optimizer.param_groups[0]["lr"])
+        self.scheduler.step()
+        for group, lr_t, b1_t, _b2_t in self._hyper:  # the schedule's values into the graph's tensors
+            lr_t.fill_(group["lr"])
+            b1_t.fill_(group["betas"][0])
+        assert loss is not None
+        return loss, n
+
+    # ------------------------------------------------------------------ CUDA graph
+
+    def _snapshot(self) -> tuple[list[tuple[Tensor, Tensor]], list[tuple[Tensor, Tensor | None]], Any]:
+        """Copies of every parameter, buffer and optimizer state tensor, and the RNG states."""
+        tensors = [(t, t.detach().clone()) for t in [*self.model.parameters(), *self.model.buffers()]]
+        opt = [(t, t.detach().clone()) for st in self.optimizer.state.values() for t in st.values() if isinstance(t, Tensor)]
+        rng = (torch.get_rng_state(), torch.cuda.get_rng_state())
+        return tensors, opt, rng
+
+    def _restore(self, snap: Any, fresh_states: list[dict[str, Any]]) -> None:
+        tensors, opt, rng = snap
+        with torch.no_grad():
+            for t, c in [*tensors, *opt]:
+                t.copy_(c)
+            for st in fresh_states:  # states created by the warm-up: back to AdamW's initial zeros
+                for t in st.values():
+                    if isinstance(t, Tensor):
+                        t.zero_()
+        torch.set_rng_state(rng[0])
+        torch.cuda.set_rng_state(rng[1])
+
+    def _make_capturable(self, dev: torch.device) -> None:
+        """AdamW with ``capturable=True``: its step counts on the device, lr and betas as device tensors."""
+        for group in self.optimizer.param_groups:
+            group["capturable"] = True
+            for p in group["params"]:
+                st = self.optimizer.state.get(p)
+                if st and "step" in st and isinstance(st["step"], Tensor):
+                    st["step"] = st["step"].to(device=p.device, dtype=torch.float32)
+            lr_t = torch.tensor(float(group["lr"]), dtype=torch.float32, device=dev)
+            b1_t = torch.tensor(float(group["betas"][0]), dtype=torch.float32, device=dev)
+            b2_t = torch.tensor(float(group["betas"][1]), dtype=torch.float32, device=dev)
+            self._hyper.append((group, lr_t, b1_t, b2_t))
+
+    def _graph_body(self, b: Mapping[str, Any]) -> Tensor:
+        loss = self.loss_fn(b)
+        self._scaled(loss, b["inputs"].shape[0]).backward()
+        self._update()
+        return loss.detach()
+
+    def _try_capture(self, b: Mapping[str, Any]) -> None:
+        """Capture the step for batches shaped like ``b``; on failure warn once and stay eager."""
+        self.graphs_wanted = False  # one try per run
+        dev = b["inputs"].device
+        if dev.type != "cuda":
+            self.note(logging.WARNING, f"training.cuda_graphs: the batch is on {dev}, not CUDA; the plain step runs")
+            return
+        if not isinstance(self.optimizer, torch.optim.AdamW | torch.optim.Adam) or any(g.get("fused") for g in self.optimizer.param_groups):
+            self.note(logging.WARNING, f"training.cuda_graphs: {type(self.optimizer).__name__} cannot be captured here; the plain step runs")
+            return
+        floats = [(g, g["lr"], g["betas"]) for g in self.optimizer.param_groups]
+        self._make_capturable(dev)  # before the snapshot: it moves the step counts to new tensors
+        snap = self._snapshot()
+        had_state = {id(p) for p in self.optimizer.state}
+        try:
+            for group, lr_t, b1_t, b2_t in self._hyper:
+                group["lr"], group["betas"] = lr_t, (b1_t, b2_t)
+            static = _tree_map(b, lambda t: t.clone())
+            stream = torch.cuda.Stream()
+            stream.wait_stream(torch.cuda.current_stream())
+            with torch.cuda.stream(stream):
+                for _ in range(GRAPH_WARMUP_STEPS):
+                    self.optimizer.zero_grad(set_to_none=True)
+                    self._graph_body(static)
+            torch.cuda.current_stream().wait_stream(stream)
+            torch.cuda.synchronize()
+            fresh = [st for p, st in self.optimizer.state.items() if id(p) not in had_state]
+            self._restore(snap, fresh)
+            graph = torch.cuda.CUDAGraph()
+            self.optimizer.zero_grad(set_to_none=True)
+            with torch.cuda.graph(graph):
+                static_loss = self._graph_body(static)
+            torch.cuda.synchronize()
+        except Exception as e:  # noqa: BLE001 - any failure of the capture: fall back, say why
+            torch.cuda.synchronize()
+            self._hyper = []
+            for group, lr, betas in floats:
+                group["lr"], group["betas"] = lr, betas
+            fresh = [st for p, st in self.optimizer.state.items() if id(p) not in had_state]
+            self._restore(snap, fresh)
+            self.optimizer.zero_grad(set_to_none=True)
+            first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+            self.note(logging.WARNING, f"training.cuda_graphs: the step could not be captured ({type(e).__name__}: {first}); the plain step runs")
+            return
+        for group, lr, betas in floats:  # the schedule keeps working on Python numbers
+            group["lr"], group["betas"] = lr, betas
+        self.graph, self._static_batch, self._static_loss, self._signature = graph, static, static_loss, _signature(b)
+        self.note(logging.INFO, "training.cuda_graphs: the training step is captured as one CUDA graph")
+
+
+__all__ = ["GRAPH_WARMUP_STEPS", "TrainStep", "batch_loss"]
