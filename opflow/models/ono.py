@@ -195,7 +195,7 @@ def jittered_cholesky_ex(c: Tensor, eps: float = 1e-6, max_tries: int = 8) -> tu
         choice = torch.where(any_ok, first, torch.full_like(first, max_tries))
         tries = torch.where(any_ok, first, torch.full_like(first, max_tries + 1))
         nonfinite = ~torch.isfinite(cd).all()
-    L, _ = torch.linalg.cholesky_ex(c + jitter[choice] * eye)
+    L, _ = torch.linalg.cholesky_ex(c + jitter.index_select(0, choice.reshape(1)) * eye)
     return L, tries, nonfinite
 
 

@@ -339,3 +339,49 @@ def test_overfits_four_samples_of_a_smooth_operator():
     ONO (width 32, 2 stages, k = 8) reaches relative L2 < 1e-3, measured in evaluation mode."""
     err = overfit_mean_field_operator(dict(arch="ono", width=32, n_layers=2, n_heads=4, ortho_dim=8))
     assert err < 1e-3, err
+
+
+def test_the_jitter_is_chosen_on_the_device_and_the_gradient_flows_only_through_the_chosen_factor():
+    """jittered_cholesky_ex makes the choice of jittered_cholesky without reading a value back: the
+    first candidate that factorises (c itself, then 10^j times eps tr(C)/k), its index, and the
+    flag of a non-finite c; the gradient reaches c through the chosen factor alone (finite for a
+    singular c, whose unjittered candidate has no valid factor)."""
+    from opflow.models.ono import jittered_cholesky_ex
+
+    a = torch.randn(5, 3, dtype=torch.float64)
+    pd = a.T @ a + torch.eye(3, dtype=torch.float64)
+    L, tries, bad = jittered_cholesky_ex(pd)
+    assert int(tries) == 0 and not bool(bad) and torch.equal(L, torch.linalg.cholesky(pd))
+    v = torch.tensor([1.0, 2.0, 0.0], dtype=torch.float64)
+    singular = (v[:, None] * v[None, :]).requires_grad_()  # rank 1
+    L, tries, bad = jittered_cholesky_ex(singular, eps=1e-6)
+    k = 3
+    want_jitter = 1e-6 * float(singular.detach().trace()) / k * 10.0 ** (int(tries) - 1)
+    assert 1 <= int(tries) <= 8 and not bool(bad)
+    assert torch.allclose(L @ L.T, singular.detach() + want_jitter * torch.eye(3, dtype=torch.float64), atol=1e-12)
+    L.sum().backward()
+    assert torch.isfinite(singular.grad).all()
+    _, tries, bad = jittered_cholesky_ex(torch.full((3, 3), float("nan"), dtype=torch.float64))
+    assert bool(bad) and int(tries) == 9  # every candidate failed
+    _, tries, _ = jittered_cholesky_ex(-100 * torch.eye(3, dtype=torch.float64))  # jitter up to 10 (scale 1) cannot help
+    assert int(tries) == 9
+
+
+def test_outside_the_checks_a_failed_whitening_is_counted_not_raised():
+    """In a training step (opflow.hostsync.deferred_checks) the whitening counts its faults on the
+    device; eagerly it raises at once, as before."""
+    from opflow.hostsync import deferred_checks, take_faults
+
+    ort = CholeskyWhitening(3, ridge=0.0)
+    ort.eval()
+    ort.running_cov.fill_(float("nan"))
+    g = torch.randn(2, 4, 3, dtype=torch.float64)
+    with pytest.raises(FloatingPointError, match="NaN/inf"):
+        ort(g)
+    with deferred_checks():
+        ort(g)
+        ort(g)
+    faults = take_faults(ort)
+    assert [(msg.split(":")[1].strip()[:20], n) for _, msg, n in faults] == [("the feature covarian", 2)]
+    assert take_faults(ort) == []  # reset by the read
+    assert "fault_counts" not in ort.state_dict()  # checkpoints unchanged

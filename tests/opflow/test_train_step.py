@@ -1,0 +1,241 @@
+"""The training step never makes the host wait for the device, and each model's forward and loss
+compile to one graph (opflow.train_step, opflow.hostsync).
+
+On a CPU there is no device to wait for, so the waits are counted where they would happen: every
+conversion of a tensor value to a Python value (``item``, ``bool``, ``float``, ``int``, ``tolist``,
+``numpy``, ``cpu``) and ``torch.equal``, called from opflow's own code during one training step of a
+real :class:`~opflow.train.Trainer` on a small file, for every model family. The CUDA tests at the
+end check the same on a GPU with PyTorch's own sync detector, and that the captured step trains the
+same weights as the plain one.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import torch
+
+import opflow.train
+from opflow.config import TrainConfig, resolve_run
+from opflow.hostsync import deferred_checks
+from opflow.train import Trainer
+from opflow.train_step import batch_loss
+
+from learning_helpers import cloud_dataset, grid_dataset, tiny_config
+
+#: every model family at a tiny size, on the 16 x 16 grid file (grid) or ragged point clouds (cloud)
+FAMILIES: dict[str, tuple[str, dict]] = {
+    "ono": ("grid", {"arch": "ono", "width": 16, "n_layers": 2, "ortho_dim": 4, "n_heads": 2, "attention": "nystrom", "num_landmarks": 8}),
+    "ono_cloud": ("cloud", {"arch": "ono", "width": 16, "n_layers": 2, "ortho_dim": 4, "n_heads": 2}),
+    "linear_transformer": ("cloud", {"arch": "linear_transformer", "width": 16, "n_layers": 1, "n_heads": 2}),
+    "gnot": ("cloud", {"arch": "gnot", "width": 16, "n_layers": 1, "n_heads": 2, "n_experts": 2}),
+    "gt": ("grid", {"arch": "gt", "width": 16, "n_layers": 1, "n_heads": 2, "ffn_dim": 16, "modes": 4, "decoder_width": 8, "proj_width": 8}),
+    "ft": ("grid", {"arch": "ft", "width": 16, "n_layers": 1, "n_heads": 2, "ffn_dim": 16, "modes": 4, "decoder_width": 8, "proj_width": 8}),
+    "fno": ("grid", {"arch": "fno", "modes": 4, "width": 8, "n_layers": 2, "proj_width": 8}),
+    "vitno": ("grid", {"arch": "vitno", "patches_per_side": 4, "width": 16, "n_layers": 1, "n_heads": 2, "ffn_dim": 16, "smoothing_modes": 4, "lift_modes": 2}),
+    "fano": ("grid", {"arch": "fano", "patches_per_side": 4, "width": 16, "n_layers": 1, "n_heads": 2, "ffn_dim": 16, "smoothing_modes": 4, "qkv_modes": 2}),
+    "tno": ("grid", {"arch": "tno", "width": 16, "n_layers": 1, "n_heads": 2, "ffn_dim": 16}),
+    "deeponet": ("grid", {"arch": "deeponet", "branch_width": 16, "trunk_width": 16, "basis": 8, "branch_layers": 2, "trunk_layers": 2}),
+}
+
+#: the Tensor methods through which a value reaches the host
+CONVERSIONS = ("item", "__bool__", "__float__", "__int__", "__index__", "tolist", "numpy", "cpu")
+
+
+@pytest.fixture(scope="module")
+def files(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    d = tmp_path_factory.mktemp("data")
+    return {"grid": grid_dataset(d / "grid.nc"), "cloud": cloud_dataset(d / "cloud.nc", [20, 17, 23, 19, 15, 21, 18], n_test=1)}
+
+
+def family_run(kind: str, spec: dict, data: Path, **training) -> dict:
+    cfg = tiny_config(epochs=2, **training)
+    cfg["models"]["m"] = spec
+    if kind == "cloud":
+        cfg["datasets"]["toy"] = {"source": "toy_src", "train": 6, "test": 1, "task": {"inputs": [], "outputs": ["u"]}}
+    return resolve_run(cfg, "toy", "m", str(data))
+
+
+def trainer_for(run: dict, data: Path, out: Path) -> Trainer:
+    cfg = TrainConfig.from_dict(run["training"])
+    info, dev = opflow.train.init_distributed("cpu")
+    tr = Trainer(run, cfg, info, dev, data, out, progress=False)
+    tr.setup()
+    tr.resume()
+    return tr
+
+
+@contextlib.contextmanager
+def count_host_reads(where: str = "opflow") -> Iterator[list[str]]:
+    """Record every tensor-to-host conversion (and ``torch.equal``) called from a module of ``where``:
+    ``file:line method`` per call."""
+    calls: list[str] = []
+    saved = {name: getattr(torch.Tensor, name) for name in CONVERSIONS}
+    saved_equal = torch.equal
+
+    def wrap(name: str, real):  # noqa: ANN001
+        def counted(*args, **kwargs):  # noqa: ANN002, ANN003
+            frame = sys._getframe(1)
+            if frame.f_globals.get("__name__", "").startswith(where):
+                calls.append(f"{frame.f_code.co_filename}:{frame.f_lineno} {name}")
+            return real(*args, **kwargs)
+
+        return counted
+
+    for name, real in saved.items():
+        setattr(torch.Tensor, name, wrap(name, real))
+    torch.equal = wrap("torch.equal", saved_equal)
+    try:
+        yield calls
+    finally:
+        for name, real in saved.items():
+            setattr(torch.Tensor, name, real)
+        torch.equal = saved_equal
+
+
+@pytest.mark.parametrize("family", sorted(FAMILIES))
+def test_a_training_step_of_every_model_family_reads_nothing_back_from_the_device(files: dict, tmp_path: Path, family: str) -> None:
+    kind, spec = FAMILIES[family]
+    tr = trainer_for(family_run(kind, spec, files[kind]), files[kind], tmp_path)
+    batch = next(iter(tr.train_batches))
+    with deferred_checks(), count_host_reads() as calls:
+        loss, n = tr.step(opflow.train.to_device(batch, tr.dev))
+        loss_sum = loss.double() * n
+    assert calls == [], f"{family}: the step read device values on the host at {calls}"
+    assert torch.isfinite(loss_sum)
+
+
+def test_the_counter_sees_the_conversions_it_is_meant_to_see() -> None:
+    """The instrument itself: a check of a value in opflow's code is counted, torch's own are not."""
+    from opflow.models.transformer import check_batch, is_self_query
+
+    class M:
+        coord_dim, in_channels = 2, 1
+
+    coords, inputs, mask = torch.zeros(2, 5, 2), torch.zeros(2, 5, 1), torch.ones(2, 5, dtype=torch.bool)
+    with count_host_reads() as calls:
+        check_batch(M(), coords, inputs, None, mask)  # type: ignore[arg-type]
+        is_self_query(coords, coords.clone())
+        torch.ones(3).sum().item()  # from this test module: not opflow's
+    assert [c.split()[-1] for c in calls] == ["__bool__", "torch.equal"]
+    with deferred_checks(), count_host_reads() as calls:
+        check_batch(M(), coords, inputs, None, mask)  # type: ignore[arg-type]
+        assert not is_self_query(coords, coords.clone())  # the query-stream form, which gives the same outputs
+    assert calls == []
+
+
+def test_the_epoch_reads_the_device_once_and_reports_a_failed_whitening_there(files: dict, tmp_path: Path) -> None:
+    """A Cholesky failure inside a step is counted on the device and raised after the epoch, naming it."""
+    kind, spec = FAMILIES["ono"]
+    tr = trainer_for(family_run(kind, spec, files[kind]), files[kind], tmp_path)
+    ort = tr.model.ortho[0].ort
+    ort.fault_counts[1] += 1  # as a failed factorisation in this epoch's first step would
+    with pytest.raises(FloatingPointError, match=r"toy_m epoch 1: ONO orthogonalisation: Cholesky failed .* \(1 time\(s\)\)"):
+        tr.epoch(0)
+    assert int(ort.fault_counts.sum()) == 0  # read and reset
+
+
+@pytest.mark.parametrize("family", sorted(FAMILIES))
+def test_forward_and_loss_of_every_model_family_trace_as_one_graph(files: dict, tmp_path: Path, family: str) -> None:
+    """``torch.compile(fullgraph=True)`` refuses any graph break; the eager backend checks the trace
+    without generating code (seconds), and the traced loss equals the eager one."""
+    kind, spec = FAMILIES[family]
+    tr = trainer_for(family_run(kind, spec, files[kind]), files[kind], tmp_path)
+    b = opflow.train.to_device(next(iter(tr.train_batches)), tr.dev)
+    torch._dynamo.reset()
+
+    def loss_of(batch: dict) -> torch.Tensor:
+        return batch_loss(tr.model, batch, tr.norms, tr.cfg)
+
+    tr.model.eval()  # no running-statistics update: both calls see the same model
+    compiled = torch.compile(loss_of, backend="eager", fullgraph=True)
+    assert torch.allclose(compiled(b), loss_of(b), rtol=1e-5, atol=1e-7)
+
+
+def test_training_settings_of_the_step_are_checked_and_operational() -> None:
+    from opflow.config import OPERATIONAL_KEYS, job_run, run_hash
+
+    assert TrainConfig.from_dict({"precision": "tf32"}).precision == "tf32"
+    with pytest.raises(Exception, match="precision"):
+        TrainConfig.from_dict({"precision": "fp16"})
+    cfg = tiny_config()
+    base = resolve_run(cfg, "toy", "mlp")
+    graphs = resolve_run({**cfg, "training": {**cfg["training"], "cuda_graphs": True}}, "toy", "mlp")
+    tf32 = resolve_run({**cfg, "training": {**cfg["training"], "precision": "tf32"}}, "toy", "mlp")
+    assert "cuda_graphs" in OPERATIONAL_KEYS and run_hash(graphs) == run_hash(base)
+    assert run_hash(tf32) != run_hash(base)  # TF32 products change the trained weights
+    assert "cuda_graphs" not in job_run(base)["training"] and job_run(graphs)["training"]["cuda_graphs"] is True
+
+
+def test_cpu_ignores_the_gpu_settings_with_a_warning(files: dict, tmp_path: Path) -> None:
+    run = family_run("grid", FAMILIES["ono"][1], files["grid"], precision="tf32", cuda_graphs=True)
+    with pytest.warns(RuntimeWarning) as seen:
+        tr = trainer_for(run, files["grid"], tmp_path)
+    text = " ".join(str(w.message) for w in seen)
+    assert "precision tf32" in text and "cuda_graphs" in text
+    assert not tr.tf32 and not tr.cuda_graphs and tr.step.graph is None
+
+
+def test_a_checkpoint_of_a_capturable_optimizer_loads_anywhere() -> None:
+    from opflow.optim import portable_state_dict
+
+    p = torch.nn.Parameter(torch.ones(3))
+    opt = torch.optim.AdamW([p], lr=1e-3)
+    p.grad = torch.ones(3)
+    opt.step()
+    g = opt.param_groups[0]
+    g["lr"], g["betas"], g["capturable"] = torch.tensor(2e-3), (torch.tensor(0.85), torch.tensor(0.99)), True
+    sd = portable_state_dict(opt)
+    assert sd["param_groups"][0]["lr"] == pytest.approx(2e-3) and sd["param_groups"][0]["betas"] == pytest.approx((0.85, 0.99))
+    assert sd["param_groups"][0]["capturable"] is False and sd["state"][0]["step"].device.type == "cpu"
+    fresh = torch.optim.AdamW([torch.nn.Parameter(torch.ones(3))], lr=1e-3)
+    fresh.load_state_dict(sd)
+    fresh.param_groups[0]["params"][0].grad = torch.ones(3)
+    fresh.step()  # a plain CPU AdamW steps from it
+
+
+# ------------------------------------------------------------------------------------------ CUDA
+
+cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+
+
+@cuda
+@pytest.mark.parametrize("family", ["ono", "gt", "gnot", "fno", "vitno"])
+def test_on_cuda_an_epoch_makes_no_synchronising_call_inside_its_steps(files: dict, tmp_path: Path, family: str) -> None:
+    kind, spec = FAMILIES[family]
+    run = family_run(kind, spec, files[kind], device="cuda", data_on_device="auto")
+    cfg = TrainConfig.from_dict(run["training"])
+    info, dev = opflow.train.init_distributed("cuda")
+    tr = Trainer(run, cfg, info, dev, files[kind], tmp_path, progress=False)
+    tr.setup()
+    tr.resume()
+    batches = [opflow.train.to_device(b, dev) for b in tr.train_batches]
+    tr.step(batches[0])  # first call: lazy optimizer state, cuBLAS handles
+    torch.cuda.synchronize()
+    torch.cuda.set_sync_debug_mode("error")
+    try:
+        with deferred_checks():
+            for b in batches[1:]:
+                tr.step(b)
+    finally:
+        torch.cuda.set_sync_debug_mode(0)
+
+
+@cuda
+@pytest.mark.parametrize("family", ["ono", "gt", "fno"])
+def test_on_cuda_the_captured_step_trains_the_weights_of_the_plain_step(files: dict, tmp_path: Path, family: str) -> None:
+    kind, spec = FAMILIES[family]
+    weights = {}
+    for graphs in (False, True):
+        run = family_run(kind, spec, files[kind], device="cuda", data_on_device=True, cuda_graphs=graphs, epochs=3)
+        res = opflow.train.train(run, files[kind], tmp_path / str(graphs), progress=False)
+        weights[graphs] = opflow.train.load_model(res.model_path)[0].state_dict()
+        if graphs:
+            assert "captured as one CUDA graph" in (tmp_path / str(graphs) / "train.log").read_text()
+    for k, v in weights[False].items():
+        if v.is_floating_point():
+            assert torch.allclose(v, weights[True][k], rtol=1e-3, atol=1e-5), k
