@@ -98,22 +98,24 @@ def write_json_atomic(path: str | os.PathLike[str], obj: Any, *, indent: int = 2
     atomic_write_text(path, json.dumps(obj, indent=indent) + "\n")
 
 
-#: every token of a speed variant: one precision, torch.compile, the training data held on the device
-VARIANT_TOKENS = ("fp32", "bf16", "compile", "ondevice")
+#: every token of a speed variant: one precision (fp32, tf32 = float32 with TF32 matrix products, bf16
+#: autocast), torch.compile, the training data held on the device, the step captured as a CUDA graph
+VARIANT_TOKENS = ("fp32", "tf32", "bf16", "compile", "ondevice", "graphs")
+PRECISION_TOKENS = ("fp32", "tf32", "bf16")
 
 
 def parse_variant(name: str, tokens: Sequence[str] = VARIANT_TOKENS) -> dict[str, Any]:
-    """``"bf16+compile+ondevice"`` -> ``{"precision": "bf16", "compile": True, "data_on_device": True}``.
+    """``"bf16+compile+ondevice"`` -> ``{"precision": "bf16", "compile": True, "data_on_device": True, "cuda_graphs": False}``.
 
-    Tokens of ``tokens`` joined by ``+``, each once, at most one precision (``fp32`` or ``bf16``; none =
-    fp32); ValueError naming the bad entry and the tokens otherwise. A benchmark that cannot switch
+    Tokens of ``tokens`` joined by ``+``, each once, at most one precision (``fp32``, ``tf32`` or ``bf16``;
+    none = fp32); ValueError naming the bad entry and the tokens otherwise. A benchmark that cannot switch
     something passes the tokens it can (``benchmarks/ono_official.py`` has no ``ondevice``).
     """
     toks = [t for t in name.strip().split("+") if t]
     bad = [t for t in toks if t not in tokens]
     if bad or not toks or len(set(toks)) != len(toks):
         raise ValueError(f"--variants: {name!r} is not a variant; join the tokens {list(tokens)} with '+', each once (e.g. bf16+compile)")
-    precs = [t for t in toks if t in ("fp32", "bf16")]
+    precs = [t for t in toks if t in PRECISION_TOKENS]
     if len(precs) > 1:
-        raise ValueError(f"--variants: {name!r} names two precisions; use fp32 or bf16")
-    return {"precision": precs[0] if precs else "fp32", "compile": "compile" in toks, "data_on_device": "ondevice" in toks}
+        raise ValueError(f"--variants: {name!r} names two precisions; use one of {list(PRECISION_TOKENS)}")
+    return {"precision": precs[0] if precs else "fp32", "compile": "compile" in toks, "data_on_device": "ondevice" in toks, "cuda_graphs": "graphs" in toks}

@@ -74,6 +74,7 @@ from benchmarks.common import loadavg, machine, parse_variant, summary, utc_time
 
 ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_OUT = "benchmarks/results/train_speed_{device}.json"
+DEFAULT_STEP_OUT = "benchmarks/results/train_step_{device}.json"
 
 #: the issue's target for ONO on the paper's Darcy set: 500 epochs in 20 minutes
 TARGET_EPOCH_S = 2.4
@@ -97,7 +98,10 @@ SMOKE_TRAINING = {"batch_size": 4}
 
 def variant_name(v: Mapping[str, Any]) -> str:
     """The canonical name of a parsed variant (precision first)."""
-    return "+".join([v["precision"], *(["compile"] if v["compile"] else []), *(["ondevice"] if v["data_on_device"] else [])])
+    return "+".join([
+        v["precision"], *(["compile"] if v["compile"] else []), *(["ondevice"] if v["data_on_device"] else []),
+        *(["graphs"] if v.get("cuda_graphs") else []),
+    ])
 
 
 def parse_variants(text: str) -> list[str]:
@@ -133,7 +137,10 @@ def skip_reason(v: Mapping[str, Any], device_type: str, has_on_device: bool) -> 
     if v["data_on_device"] and not has_on_device:
         return "this opflow's TrainConfig has no data_on_device key (training.data_on_device): nothing to switch"
     if device_type != "cuda":
-        need = [k for k, on in (("bf16 autocast", v["precision"] == "bf16"), ("torch.compile", v["compile"])) if on]
+        need = [k for k, on in (
+            ("bf16 autocast", v["precision"] == "bf16"), ("TF32 products", v["precision"] == "tf32"),
+            ("torch.compile", v["compile"]), ("CUDA graphs", v.get("cuda_graphs")),
+        ) if on]
         if need:
             return f"{' and '.join(need)} need(s) CUDA (the Trainer ignores it on {device_type})"
     return None
@@ -210,7 +217,8 @@ def measure_variant(
     dev = choose_device(device)
     r = copy.deepcopy(dict(run))
     tr = r["training"]
-    tr.update({"precision": variant["precision"], "compile": bool(variant["compile"]), "epochs": epochs, "device": str(dev)})
+    tr.update({"precision": variant["precision"], "compile": bool(variant["compile"]), "epochs": epochs, "device": str(dev),
+               "cuda_graphs": bool(variant.get("cuda_graphs"))})
     if has_on_device:
         tr["data_on_device"] = _on_device_value(bool(variant["data_on_device"]))
     cfg = TrainConfig.from_dict(tr, "run.training")
@@ -261,7 +269,9 @@ def measure_variant(
         **dict(variant),
         "effective": {
             "autocast_bf16": bool(trainer.autocast),
+            "tf32": bool(trainer.tf32),
             "compile": bool(trainer.use_compile),
+            "cuda_graph": trainer.step.graph is not None,
             "train_data_on_device": train_batches is not trainer.loader,
             "test_data_on_device": test_batches is not trainer.test_loader,
         },
@@ -288,6 +298,224 @@ def measure_variant(
     if dev.type == "cuda":
         torch.cuda.empty_cache()
     return out
+
+
+# --------------------------------------------------------------------------- single steps: wall time against the GPU's own time
+
+#: the pairs of ``--steps`` (default ``--pairs``): each model at its paper configuration on data of its
+#: protocol's shape (a synthetic file: a grid of ``resolution`` nodes or a cloud of ``points`` points)
+STEP_PAIRS: dict[str, dict[str, int]] = {
+    "darcy/ono": {"resolution": 85},
+    "darcy141/gt": {"resolution": 141},
+    "elasticity972/gnot": {"points": 972},
+    "darcy/fno": {"resolution": 85},
+    "darcy_lognormal416/vitno": {"resolution": 416},
+}
+#: the issue's bound: a step is GPU-bound when its wall time is at most this multiple of its kernel time
+GPU_BOUND_RATIO = 1.3
+
+
+def synthetic_cloud(path: Path, *, train: int, test: int, points: int, seed: int = 0) -> Path:
+    """Point clouds of ``points`` points in [0, 1]^2 (every sample the same count), output ``u`` a
+    smooth function of the points: the shapes of the elasticity sets, timing data only."""
+    import numpy as np
+
+    from opflow.data.format import Variable, split_codes, split_variable, write_dataset
+    from opflow.data.provenance import provenance_attrs
+
+    n = train + test
+    rng = np.random.default_rng(seed)
+    xy = rng.uniform(0, 1, (n, points, 2))
+    u = np.sin(3 * xy[..., 0]) * np.cos(2 * xy[..., 1]) + rng.uniform(0, 1, (n, 1))
+    variables = {
+        "sample_index": Variable(("sample",), np.arange(n, dtype=np.int64)),
+        "split": split_variable(split_codes(["train"] * train + ["test"] * test)),
+        "node_count": Variable(("sample",), np.full(n, points, np.int32), {"role": "auxiliary"}),
+        "node_x": Variable(("sample", "node"), xy[..., 0], {"role": "coordinate", "units": "1", "long_name": "x"}),
+        "node_y": Variable(("sample", "node"), xy[..., 1], {"role": "coordinate", "units": "1", "long_name": "y"}),
+        "u": Variable(("sample", "node"), u.astype(np.float32), {"role": "output", "units": "1", "long_name": "u"}),
+    }
+    return write_dataset(path, variables, provenance_attrs("train_speed_cloud", {"points": points, "train": train, "test": test}, seed), complevel=0)
+
+
+def step_pair_run(config: Mapping[str, Any], pair: str, shape: Mapping[str, int], tmpdir: Path, *, batches: int = 16) -> tuple[dict[str, Any], Path]:
+    """The run of ``pair`` ("dataset/model") with the config's training settings and model, on a
+    synthetic file of ``shape`` holding ``batches`` training batches (the dataset entry is replaced by
+    one that reads that file: same source and training block, the file's own splits)."""
+    dataset, model = pair.split("/")
+    cfg = copy.deepcopy(dict(config))
+    entry = dict(cfg["datasets"][dataset])
+    run0 = run_config(config, dataset, model, None)  # the batch size and split of the pair (all merge layers)
+    n_train, n_test = batches * int(run0["training"]["batch_size"]), int(run0["training"]["batch_size"])
+    new = {"source": entry["source"], "train": n_train, "test": n_test, **({"training": entry["training"]} if "training" in entry else {})}
+    path = tmpdir / f"{dataset}.nc"
+    if "points" in shape:
+        new["task"] = {"inputs": [], "outputs": ["u"]}
+        if not path.exists():
+            synthetic_cloud(path, train=n_train, test=n_test, points=shape["points"])
+    else:
+        new["resolution"] = shape["resolution"]
+        if not path.exists():
+            synthetic_darcy(path, train=n_train, test=n_test, resolution=shape["resolution"])
+    cfg["datasets"] = {**cfg["datasets"], dataset: new}
+    run = run_config(cfg, dataset, model, str(path))
+    run["paper_train"] = int(run0["data"]["train"])
+    return run, path
+
+
+def kernel_seconds(prof: Any) -> float:
+    """Seconds of GPU kernels (and device copies) recorded by a ``torch.profiler`` run: the sum of
+    the device-side events' own times."""
+    from torch.autograd import DeviceType
+
+    evs = prof.key_averages()
+    return sum(e.self_device_time_total for e in evs if getattr(e, "device_type", None) == DeviceType.CUDA) / 1e6
+
+
+def measure_steps(
+    run: Mapping[str, Any], variant: Mapping[str, Any], data_file: Path, work_dir: Path, *, device: str, warmup: int, steps: int, repeats: int,
+) -> dict[str, Any]:
+    """Wall time of one training step (:class:`opflow.train_step.TrainStep` of the real Trainer, the
+    batch fetched as the epoch fetches it) and, on CUDA, the GPU's kernel time per step from
+    ``torch.profiler``: ``warmup`` steps, then ``repeats`` timings of ``steps`` steps back to back (a
+    synchronise before and after each timing; the median per step), then ``steps`` profiled steps."""
+    import torch
+
+    from opflow.config import TrainConfig
+    from opflow.hostsync import deferred_checks
+    from opflow.runtime import DistInfo, choose_device
+    from opflow.train import Trainer, to_device
+
+    dev = choose_device(device)
+    r = copy.deepcopy(dict(run))
+    tr = r["training"]
+    per_epoch = max(1, int(r["data"]["train"]) // int(tr["batch_size"]))
+    total = warmup + steps * (repeats + 1)
+    tr.update({"precision": variant["precision"], "compile": bool(variant["compile"]), "cuda_graphs": bool(variant.get("cuda_graphs")),
+               "epochs": total // per_epoch + 2, "device": str(dev), "data_on_device": True if dev.type == "cuda" else False})
+    cfg = TrainConfig.from_dict(tr, "run.training")
+
+    def sync() -> None:
+        if dev.type == "cuda":
+            torch.cuda.synchronize(dev)
+
+    if cfg.compile:
+        import torch._dynamo
+
+        torch._dynamo.reset()
+    trainer = Trainer(r, cfg, DistInfo(), dev, data_file, work_dir, progress=False)
+    trainer.setup()
+    trainer.resume(restart=True)
+    trainer.fwd_model.train()
+
+    def batches():  # noqa: ANN202 - the epoch's iteration, repeated
+        while True:
+            yield from trainer.train_batches
+
+    it = batches()
+    with deferred_checks():
+        t0 = time.perf_counter()
+        for _ in range(warmup):
+            trainer.step(to_device(next(it), dev))
+        sync()
+        warm_s = time.perf_counter() - t0
+        walls = []
+        for _ in range(repeats):
+            sync()
+            t0 = time.perf_counter()
+            for _ in range(steps):
+                trainer.step(to_device(next(it), dev))
+            sync()
+            walls.append((time.perf_counter() - t0) / steps)
+        kernel = None
+        if dev.type == "cuda":
+            from torch.profiler import ProfilerActivity, profile
+
+            with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
+                for _ in range(steps):
+                    trainer.step(to_device(next(it), dev))
+                sync()
+            kernel = kernel_seconds(prof) / steps
+    wall = statistics.median(walls)
+    out = {
+        **dict(variant),
+        "effective": {"autocast_bf16": bool(trainer.autocast), "tf32": bool(trainer.tf32), "compile": bool(trainer.use_compile),
+                      "cuda_graph": trainer.step.graph is not None},
+        "warmup_s": warm_s,
+        "step_wall_s": wall,
+        "step_wall_all_s": walls,
+        "step_kernel_s": kernel,
+        "wall_over_kernel": (wall / kernel) if kernel else None,
+        "gpu_idle_fraction": (1 - kernel / wall) if kernel else None,
+        "gpu_bound": (wall <= GPU_BOUND_RATIO * kernel) if kernel else None,
+        "batch_size": int(tr["batch_size"]),
+        "peak_memory_bytes": torch.cuda.max_memory_allocated(dev) if dev.type == "cuda" else None,
+    }
+    del trainer
+    gc.collect()
+    if dev.type == "cuda":
+        torch.cuda.empty_cache()
+        torch.cuda.reset_peak_memory_stats(dev)
+    return out
+
+
+def steps_main(a: argparse.Namespace, config: Mapping[str, Any], names: Sequence[str], dev: Any) -> int:
+    """``--steps``: every pair of ``--pairs`` x every variant (:func:`measure_steps`), to one JSON."""
+    import torch
+
+    from opflow.runtime import set_threads
+
+    pairs = [p.strip() for p in (a.pairs or ",".join(STEP_PAIRS)).split(",") if p.strip()]
+    unknown = [p for p in pairs if p not in STEP_PAIRS]
+    if unknown:
+        raise SystemExit(f"--pairs: {unknown} not among {sorted(STEP_PAIRS)} (the shapes of their synthetic data are known)")
+    out = a.out or ROOT / DEFAULT_STEP_OUT.format(device=dev.type)
+    set_threads(a.threads or 4)
+    load0 = loadavg()
+    result: dict[str, Any] = {
+        "benchmark": "train_step",
+        "created": utc_timestamp(),
+        "device": dev.type,
+        "device_name": torch.cuda.get_device_name(dev) if dev.type == "cuda" else None,
+        "versions": versions("torch", "numpy") | {"cuda": torch.version.cuda},
+        "measured": f"{a.warmup} warm-up steps, then the median over {a.step_repeats} timings of {a.step_count} steps back to back; "
+                    f"kernel time: torch.profiler over {a.step_count} more steps (device events' own time)",
+        "gpu_bound_ratio": GPU_BOUND_RATIO,
+        "pairs": {},
+        "skipped": {},
+    }
+    with tempfile.TemporaryDirectory(prefix="opflow-train-step-") as tmp:
+        tmpdir = Path(tmp)
+        for pair in pairs:
+            run, path = step_pair_run(config, pair, STEP_PAIRS[pair], tmpdir, batches=a.step_batches)
+            steps_per_epoch = math.ceil(run["paper_train"] / int(run["training"]["batch_size"]))
+            entry = result["pairs"].setdefault(pair, {"model_config": run["model_config"], "batch_size": run["training"]["batch_size"],
+                                                      "shape": STEP_PAIRS[pair], "paper_train": run["paper_train"],
+                                                      "steps_per_paper_epoch": steps_per_epoch, "variants": {}})
+            for name in names:
+                v = parse_variant(name)
+                why = skip_reason(v, dev.type, True)
+                if why:
+                    result["skipped"][f"{pair} {name}"] = why
+                    continue
+                try:
+                    r = measure_steps(run, v, path, tmpdir / pair.replace("/", "_") / name, device=str(dev),
+                                      warmup=a.warmup, steps=a.step_count, repeats=a.step_repeats)
+                except Exception as e:  # recorded; the other variants and pairs still run
+                    result["skipped"][f"{pair} {name}"] = f"failed: {type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"
+                    print(f"{pair:26s} {name:24s} FAILED: {type(e).__name__}: {e}", flush=True)
+                    continue
+                r["paper_epoch_train_s_estimate"] = r["step_wall_s"] * steps_per_epoch
+                entry["variants"][name] = r
+                k = r["step_kernel_s"]
+                print(f"{pair:26s} {name:24s} step {1e3 * r['step_wall_s']:8.2f} ms  kernels {('%8.2f ms' % (1e3 * k)) if k else '       -'}  "
+                      f"wall/kernel {('%.2f' % r['wall_over_kernel']) if k else '-'}  graph {r['effective']['cuda_graph']}", flush=True)
+                result["machine"] = machine(load0, torch_threads=a.threads or 4)
+                write_json_atomic(out, result)
+    result["machine"] = machine(load0, torch_threads=a.threads or 4)
+    write_json_atomic(out, result)
+    print(f"wrote {out}")
+    return 0 if any(p["variants"] for p in result["pairs"].values()) else 1
 
 
 # --------------------------------------------------------------------------- the run
@@ -322,6 +550,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--threads", type=int, default=None, help="torch CPU threads (default: the run's training.threads)")
     ap.add_argument("--out", type=Path, default=None, help=f"result JSON (default {DEFAULT_OUT})")
     ap.add_argument("--smoke", action="store_true", help="tiny synthetic data and model, 2 epochs, on the CPU unless --device says otherwise (seconds; no claim about timings)")
+    ap.add_argument("--steps", action="store_true", help="time single training steps (wall and GPU kernel time) of --pairs instead of epochs")
+    ap.add_argument("--pairs", default=None, help=f"--steps: comma-separated dataset/model pairs (default: {','.join(STEP_PAIRS)})")
+    ap.add_argument("--step-count", type=int, default=10, help="--steps: steps per timing (default 10)")
+    ap.add_argument("--step-repeats", type=int, default=5, help="--steps: timings per variant, the median reported (default 5)")
+    ap.add_argument("--warmup", type=int, default=3, help="--steps: untimed steps first (default 3; compile happens here)")
+    ap.add_argument("--step-batches", type=int, default=16, help="--steps: training batches in the synthetic file (default 16)")
     a = ap.parse_args(argv)
     if a.epochs is not None and a.epochs < 1:
         ap.error("--epochs must be at least 1 (2 or more: the first epoch is the warm-up)")
@@ -347,6 +581,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     dev = choose_device(a.device)
     if a.epochs is None:
         a.epochs = 3 if dev.type == "cuda" else 2
+    if a.steps:
+        for opt, n in (("--step-count", a.step_count), ("--step-repeats", a.step_repeats), ("--step-batches", a.step_batches)):
+            if n < 1:
+                ap.error(f"{opt} must be at least 1")
+        return steps_main(a, config, names, dev)
     out = a.out or ROOT / DEFAULT_OUT.format(device=dev.type)
     has_on_device = data_on_device_supported()
     load0 = loadavg()

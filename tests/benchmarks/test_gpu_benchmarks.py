@@ -103,13 +103,15 @@ def test_ono_official_smoke_without_the_release_writes_the_gpu_fields(tmp_path):
 
 
 def test_train_speed_variants_parse_to_settings_and_back():
-    assert train_speed.parse_variant("bf16+compile+ondevice") == {"precision": "bf16", "compile": True, "data_on_device": True}
-    assert train_speed.parse_variant("compile") == {"precision": "fp32", "compile": True, "data_on_device": False}
+    assert train_speed.parse_variant("bf16+compile+ondevice") == {"precision": "bf16", "compile": True, "data_on_device": True, "cuda_graphs": False}
+    assert train_speed.parse_variant("compile") == {"precision": "fp32", "compile": True, "data_on_device": False, "cuda_graphs": False}
+    assert train_speed.parse_variant("graphs+tf32") == {"precision": "tf32", "compile": False, "data_on_device": False, "cuda_graphs": True}
+    assert train_speed.variant_name(train_speed.parse_variant("graphs+compile+bf16")) == "bf16+compile+graphs"
     assert train_speed.parse_variants("ondevice+bf16,bf16+ondevice,fp32") == ["bf16+ondevice", "fp32"]
     all_ = train_speed.parse_variants("all")
     assert len(all_) == 8 == len(set(all_)) and all_[0] == "fp32"  # the DataLoader fp32 baseline first
     assert {train_speed.variant_name(train_speed.parse_variant(n)) for n in all_} == set(all_)
-    for bad in ("fp16", "fp32+bf16", "bf16+bf16", "+"):
+    for bad in ("fp16", "fp32+bf16", "tf32+bf16", "bf16+bf16", "+"):
         with pytest.raises(ValueError, match="--variants"):
             train_speed.parse_variant(bad)
 
@@ -120,6 +122,7 @@ def test_train_speed_skips_what_a_cpu_or_this_config_cannot_do():
     assert train_speed.skip_reason(v("fp32+ondevice"), "cpu", True) is None
     assert "CUDA" in train_speed.skip_reason(v("bf16"), "cpu", True)
     assert "CUDA" in train_speed.skip_reason(v("fp32+compile"), "cpu", True)
+    assert "CUDA" in train_speed.skip_reason(v("tf32"), "cpu", True) and "CUDA graphs" in train_speed.skip_reason(v("fp32+graphs"), "cpu", True)
     assert "data_on_device" in train_speed.skip_reason(v("fp32+ondevice"), "cuda", False)
     assert train_speed.skip_reason(v("bf16+compile+ondevice"), "cuda", True) is None
 
@@ -159,11 +162,52 @@ def test_train_speed_smoke_trains_with_the_real_trainer_and_writes_the_fields(tm
     assert fp32["epoch_s"]["median"] == fp32["epoch_s"]["all"][1]  # the first epoch is the warm-up
     assert fp32["samples_per_s"] == pytest.approx(8 / fp32["epoch_s"]["median"])
     assert math.isfinite(fp32["final_train_loss"]) and fp32["final_test_rel_l2"] is not None
-    assert fp32["peak_memory_kind"] and fp32["effective"] == {"autocast_bf16": False, "compile": False, "train_data_on_device": False, "test_data_on_device": False}
+    assert fp32["peak_memory_kind"] and fp32["effective"] == {
+        "autocast_bf16": False, "tf32": False, "compile": False, "cuda_graph": False, "train_data_on_device": False, "test_data_on_device": False,
+    }
     if has:  # the same batches in the same order: the same losses, bit for bit
         on = r["variants"]["fp32+ondevice"]
         assert on["effective"]["train_data_on_device"] and on["train_loss"] == fp32["train_loss"]
     assert any(line.startswith("- fp32:") for line in train_speed.summarize(r))
+
+
+def test_train_speed_steps_time_single_steps_of_each_pair_and_record_the_kernel_fields(tmp_path):
+    """--steps: the real Trainer's step on a synthetic file of the pair's shape; on a CPU no kernel time."""
+    out = tmp_path / "steps.json"
+    args = ["--steps", "--device", "cpu", "--threads", "1", "--pairs", "elasticity972/gnot", "--variants", "fp32,bf16+graphs",
+            "--step-count", "2", "--step-repeats", "2", "--warmup", "1", "--step-batches", "2", "--out", str(out)]
+    assert train_speed.main(args) == 0
+    r = json.loads(out.read_text())
+    pair = r["pairs"]["elasticity972/gnot"]
+    assert r["benchmark"] == "train_step" and pair["shape"] == {"points": 972} and pair["batch_size"] == 4
+    assert pair["paper_train"] == 1000 and pair["steps_per_paper_epoch"] == 250
+    assert pair["model_config"]["width"] == 96 and pair["model_config"]["n_layers"] == 4  # the paper configuration
+    fp32 = pair["variants"]["fp32"]
+    assert len(fp32["step_wall_all_s"]) == 2 and fp32["step_wall_s"] > 0 and fp32["step_kernel_s"] is None and fp32["gpu_bound"] is None
+    assert fp32["paper_epoch_train_s_estimate"] == pytest.approx(250 * fp32["step_wall_s"])
+    assert "CUDA" in r["skipped"]["elasticity972/gnot bf16+graphs"]
+    with pytest.raises(SystemExit, match="--pairs"):
+        train_speed.main(["--steps", "--device", "cpu", "--pairs", "darcy/nothing", "--out", str(out)])
+
+
+def test_precision_smoke_trains_runs_in_parallel_processes_and_decides_against_fp32(tmp_path):
+    from benchmarks import precision
+
+    out = tmp_path / "p.json"
+    assert precision.main(["--smoke", "--seeds", "0,1", "--out", str(out)]) == 0
+    r = json.loads(out.read_text())
+    assert set(r["runs"]["fp32"]) == {"0", "1"} and all(v["complete"] and v["epochs_done"] == 1 for v in r["runs"]["fp32"].values())
+    vals = [v["test_rel_l2"] for v in r["runs"]["fp32"].values()]
+    assert r["decision"]["fp32"]["mean"] == pytest.approx(sum(vals) / 2) and r["decision"]["fp32"]["range"] == pytest.approx(abs(vals[0] - vals[1]))
+    assert vals[0] != vals[1]  # the seeds differ
+    runs = {"fp32": {0: {"test_rel_l2": 0.10}, 1: {"test_rel_l2": 0.12}}, "bf16": {0: {"test_rel_l2": 0.115}, 1: {"test_rel_l2": 0.125}},
+            "tf32": {0: {"test_rel_l2": 0.20}, 1: {"test_rel_l2": 0.21}}}
+    d = precision.decide(runs)
+    assert d["bf16"]["equal_within_seed_spread"] and not d["tf32"]["equal_within_seed_spread"]
+    assert d["tf32"]["ratio_of_means"] == pytest.approx(0.205 / 0.11)
+    assert precision.decide({"fp32": runs["fp32"], "bf16": {0: {"test_rel_l2": None}}})["bf16"]["equal_within_seed_spread"] is None
+    with pytest.raises(SystemExit):
+        precision.main(["--precisions", "fp16", "--smoke"])
 
 
 def test_the_gpu_benchmarks_declare_their_gpu_runs():
