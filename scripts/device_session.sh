@@ -11,10 +11,10 @@
 #   models   every model's training and inference samples/s and peak memory (benchmarks/models.py --device cuda);
 #   cudatests  only the CUDA tests of the training step (tests/opflow/test_train_step.py and the device-data
 #            tests): no host-device wait in a step (PyTorch's sync detector), the captured step's weights;
+#   precision  (runs before step: the timings get the GPU alone) fp32 against tf32 and bf16 on ONO darcy43
+#            (data/darcy43/r43.nc, carried), 3 seeds each, side by side on the GPU (benchmarks/precision.py);
 #   step     single training steps, wall time against the GPU's kernel time (benchmarks/train_speed.py --steps):
 #            ONO on Darcy in every precision / compile / CUDA-graph setting, then GT, GNOT, FNO, ViTNO;
-#   precision  fp32 against tf32 and bf16 on ONO darcy43 (data/darcy43/r43.nc, carried), 3 seeds each, side by
-#            side on the GPU (benchmarks/precision.py);
 #   train    the Darcy ONO paper run (scripts/device_run.sh) with the time that is left (at least 5 minutes are kept
 #            for it), packed into $OUT with its checkpoint for scripts/device_pull.sh. Its datasets are made first,
 #            in the background on the other half of the cores, while the steps before it run.
@@ -40,7 +40,7 @@ while [[ $# -gt 0 ]]; do
     esac
 done
 [[ "$deadline" =~ ^[0-9]+$ ]] || { echo "device_session: --deadline must be whole seconds, got '$deadline'" >&2; exit 2; }
-known=" tests ono compile speed models cudatests step precision train "
+known=" tests ono compile speed models cudatests precision step train "
 for s in ${steps//,/ }; do
     [[ "$known" == *" $s "* ]] || { echo "device_session: unknown step '$s' in --steps (known:$known)" >&2; exit 2; }
 done
@@ -127,6 +127,14 @@ if want cudatests; then
     say "cudatests: exit $? ($(tail -n 1 "$logs/cudatests.log"))"
     cp "$logs/cudatests.log" "$out/cudatests.log"
 fi
+if want precision; then
+    precargs=(--data data/darcy43/r43.nc --dataset darcy43 --model ono --epochs "${PRECISION_EPOCHS:-10}" --parallel 9 --threads 1)
+    [[ $rehearse -eq 1 ]] && precargs=(--smoke)
+    b="$(budget "${PRECISION_CAP:-200}")"
+    timeout "$b" "$py" -m benchmarks.precision "${precargs[@]}" --budget-s "$(( b > 40 ? b - 30 : 10 ))" \
+        --out "$out/precision_cuda.json" >"$logs/precision.log" 2>&1
+    say "precision: exit $? ($(tail -n 1 "$logs/precision.log"))"
+fi
 if want step; then  # the JSON is rewritten after every variant: a time-out keeps the finished ones
     stepargs=(--steps --device cuda --warmup 3 --step-count 10 --step-repeats 5); [[ $rehearse -eq 1 ]] && stepargs=(--steps --device cpu --step-count 1 --step-repeats 1 --warmup 1 --step-batches 2)
     ono_variants="${STEP_ONO_VARIANTS:-fp32,tf32,bf16,tf32+graphs,bf16+graphs,bf16+compile,bf16+compile+graphs}"
@@ -140,14 +148,6 @@ if want step; then  # the JSON is rewritten after every variant: a time-out keep
         --pairs "$other_pairs" --variants "$other_variants" \
         --out "$out/train_step_models_cuda.json" >"$logs/train_step_models.log" 2>&1
     say "train_step models: exit $?"
-fi
-if want precision; then
-    precargs=(--data data/darcy43/r43.nc --dataset darcy43 --model ono --epochs "${PRECISION_EPOCHS:-10}" --parallel 9 --threads 1)
-    [[ $rehearse -eq 1 ]] && precargs=(--smoke)
-    b="$(budget "${PRECISION_CAP:-200}")"
-    timeout "$b" "$py" -m benchmarks.precision "${precargs[@]}" --budget-s "$(( b > 40 ? b - 30 : 10 ))" \
-        --out "$out/precision_cuda.json" >"$logs/precision.log" 2>&1
-    say "precision: exit $? ($(tail -n 1 "$logs/precision.log"))"
 fi
 pack_logs
 

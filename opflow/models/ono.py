@@ -191,7 +191,7 @@ def jittered_cholesky_ex(c: Tensor, eps: float = 1e-6, max_tries: int = 8) -> tu
         L_all, info = torch.linalg.cholesky_ex(cd + jitter[:, None, None] * eye)
         ok = (info == 0) & ((L_all.diagonal(dim1=-2, dim2=-1) ** 2).amin(-1) > floor)
         any_ok = ok.any()
-        first = torch.argmax(ok.to(torch.int8))  # the first True (argmax returns the first maximum)
+        first = torch.argmax(ok.to(torch.int32))  # the first True (argmax returns the first maximum)
         choice = torch.where(any_ok, first, torch.full_like(first, max_tries))
         tries = torch.where(any_ok, first, torch.full_like(first, max_tries + 1))
         nonfinite = ~torch.isfinite(cd).all()

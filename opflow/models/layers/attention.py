@@ -110,7 +110,7 @@ def _key_weights(key_mask: Tensor | None, weights: Tensor | None, like: Tensor) 
 def _real_count(key_mask: Tensor | None, n: int, like: Tensor) -> Tensor:
     """Number of real keys per sample, shaped ``(B, 1, 1, 1)`` (or a scalar tensor without a mask)."""
     if key_mask is None:
-        return torch.tensor(float(n), dtype=like.dtype, device=like.device)
+        return torch.full((), float(n), dtype=like.dtype, device=like.device)  # a fill kernel: no copy from the host
     return key_mask.sum(-1).to(like.dtype)[:, None, None, None]
 
 
