@@ -53,7 +53,7 @@ def files(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
 
 
 def family_run(kind: str, spec: dict, data: Path, **training) -> dict:
-    cfg = tiny_config(epochs=2, **training)
+    cfg = tiny_config(**{"epochs": 2, **training})
     cfg["models"]["m"] = spec
     if kind == "cloud":
         cfg["datasets"]["toy"] = {"source": "toy_src", "train": 6, "test": 1, "task": {"inputs": [], "outputs": ["u"]}}
