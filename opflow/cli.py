@@ -315,14 +315,29 @@ def _json_arg(text: str) -> dict:
 
 
 def _run_from_args(a: argparse.Namespace) -> dict:
-    from opflow.config import load_config_files, resolve_run
+    """The resolved run of ``--run-json``, or of ``--config FILE... --dataset --model``.
+
+    Config files go through the workflow's own loader (:func:`solvers.config.load_workflow`, the one
+    rules/common.smk calls), so a config Snakemake refuses is refused here with the same lines,
+    before any data is read. Like ``regenerate``, this imports ``solvers`` inside the command: the
+    generators' metadata are part of the checks (split sizes, resolutions, variables, frames).
+    """
+    from opflow.config import resolve_run
     from opflow.data.errors import ConfigError
 
     if a.run_json:
         return _json_arg(a.run_json)
     if not (a.config and a.dataset and a.model):
         raise ConfigError("give either --run-json RUN or --config FILE... --dataset NAME --model NAME")
-    return resolve_run(load_config_files(a.config), a.dataset, a.model, getattr(a, "data", None))
+    try:
+        from solvers.config import load_workflow
+    except ImportError as e:
+        raise ConfigError(
+            f"--config needs the solvers package to check the config as the workflow does ({e}); "
+            "give the resolved run instead (--run-json, from `opflow run-config` where solvers is installed)"
+        ) from None
+    wf = load_workflow(a.config, pairs=[(a.dataset, a.model)])
+    return resolve_run(wf, a.dataset, a.model, getattr(a, "data", None))
 
 
 def _run_source_args(p: argparse.ArgumentParser) -> None:

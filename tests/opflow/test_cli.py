@@ -125,6 +125,20 @@ def test_config_mistakes_exit_2_with_the_key_named(project: dict, capsys: pytest
 ROOT = Path(__file__).resolve().parents[2]
 
 
+def test_a_profile_overlay_alone_is_named_as_one_with_the_base_to_put_first(capsys: pytest.CaptureFixture[str]) -> None:
+    """Before: ``sources.darcy_piecewise: missing required key 'solver'`` and nothing more (issue 39).
+    Snakemake reads config/default.yaml first; ``--config`` merges exactly the files given."""
+    quick = str(ROOT / "config" / "quick.yaml")
+    args = ["run-config", "--dataset", "darcy", "--model", "ono"]
+    assert main([*args, "--config", quick]) == 2
+    err = capsys.readouterr().err.splitlines()
+    assert err[0].startswith(f"opflow: {quick}: a required key is missing, so this file is an overlay of the workflow's base config "), err
+    assert err[0].endswith(f"config/default.yaml {quick}") and "give --config " in err[0], err
+    assert "sources.darcy_piecewise: missing required key 'solver'" in err[1]
+    assert main([*args, "--config", str(ROOT / "config" / "default.yaml"), quick]) == 0  # what the line says to do
+    assert json.loads(capsys.readouterr().out)["data"]["resolution"] == 43  # the quick size
+
+
 def opflow_subprocess(*args: str) -> subprocess.CompletedProcess:
     """The console script as a user runs it: a traceback would show in its stderr."""
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
