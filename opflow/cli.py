@@ -391,7 +391,9 @@ _TRAIN_HELP = """Train (or resume) a model on a dataset file (opflow.train); run
 A checkpoint is written every training.checkpoint_every epochs; the same command resumes from it.
 When the output folder already holds this run's finished model (same run hash and data), the
 command does nothing and says so (exit 0); one of another run is refused, naming what differs
-(exit 2). --restart trains from scratch in either case, replacing the model when it completes.
+(exit 2). --restart trains from scratch in either case, replacing the model when it completes
+(until then its curves are checkpoint-curves.csv/json/png, beside the checkpoint; a call of it
+that stops early is resumed without --restart, and the command to do so is printed).
 For machines lent in short commands, give each call a time budget with --max-minutes-this-call M
 or the environment variable OPFLOW_TRAIN_MAX_MINUTES=M (the flag wins): the call stops before an
 epoch that would end past M minutes (estimated from the longest epoch of the call x 1.25; the
@@ -455,11 +457,24 @@ def _train(a: argparse.Namespace) -> int:
     if res.already_finished:  # a finished run is a no-op (--restart trains it again)
         print(f"opflow: {res.message}", file=sys.stderr)
         return 0
+    resume = _resume_command(a)
     if res.stopped_by == "time_budget":  # its line (stopped after epoch N of M ..., rerun to resume) is logged
+        if a.restart:
+            print(f"opflow: resume with: {resume}", file=sys.stderr)
         return EX_TEMPFAIL
     if not res.complete:
-        print(f"stopped after epoch {res.epochs_done}; resume with the same command ({res.checkpoint_path})", file=sys.stderr)
+        how = f"resume without --restart: {resume}" if a.restart else "resume with the same command"
+        print(f"stopped after epoch {res.epochs_done}; {how} ({res.checkpoint_path})", file=sys.stderr)
     return 0
+
+
+def _resume_command(a: argparse.Namespace) -> str:
+    """The command that resumes a call stopped early: this call's, without ``--restart`` (which
+    would discard the checkpoint the call just wrote)."""
+    import shlex
+
+    args = list(getattr(a, "argv", None) or [])
+    return shlex.join(["opflow", *(x for x in args if x != "--restart")])
 
 
 def _eval_set_arg(text: str) -> tuple[str, str]:
@@ -557,7 +572,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     """Run one subcommand; a bad file or value is one ``opflow: ...`` line on stderr and exit 2."""
+    argv = list(sys.argv[1:] if argv is None else argv)
     a = build_parser().parse_args(argv)
+    a.argv = argv  # what the user typed, for the hints that print a command
     from opflow.data.format import DatasetError
 
     try:

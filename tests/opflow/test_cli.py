@@ -103,6 +103,39 @@ def test_train_into_a_folder_with_the_finished_model_does_nothing_unless_restart
     assert "already trained" not in capsys.readouterr().err and model.read_bytes() != before
 
 
+def test_an_interrupted_restart_prints_the_command_that_resumes_it_and_keeps_the_folder_consistent(
+    project: dict, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Before (issue 39): ``resume with the same command``, which discarded the checkpoint again, and
+    curves.* of the 2 new epochs beside the kept model.pt of the old run."""
+    import shlex
+
+    from opflow.records import ModelRecord
+
+    out = project["root"] / "models" / "toy_mlp"
+    args = ["train", "--config", str(project["cfg"]), "--dataset", "toy", "--model", "mlp", "--data", str(project["data"]),
+            "--out-dir", str(out), "--no-progress", "--threads", "1"]  # fmt: skip
+    assert main(args) == 0
+    model = out / "model.pt"
+    kept = {f: (out / f).read_bytes() for f in ("model.pt", "curves.csv", "curves.json", "curves.png")}
+    capsys.readouterr()
+
+    restart = [*args, "--restart", "--max-epochs-this-call", "2"]
+    assert main(restart) == 0
+    resume = shlex.join(["opflow", *args, "--max-epochs-this-call", "2"])
+    assert f"stopped after epoch 2; resume without --restart: {resume} ({out / 'checkpoint.pt'})" in capsys.readouterr().err.splitlines()
+    assert {f: (out / f).read_bytes() for f in kept} == kept, "model.pt and the curves that describe it are kept as they were"
+    assert [c["epoch"] for c in json.loads((out / "checkpoint-curves.json").read_text())] == [1, 2]
+    assert (out / "checkpoint-curves.csv").exists() and (out / "checkpoint-curves.png").exists()
+
+    assert main(shlex.split(resume)[1:]) == 0  # the printed command resumes: epoch 3 of 3, and the run completes
+    assert "--- resumed at epoch 2 (" in (out / "train.log").read_text()
+    assert ModelRecord.load(model).epochs == 3 and model.read_bytes() != kept["model.pt"]
+    assert [c["epoch"] for c in json.loads((out / "curves.json").read_text())] == [1, 2, 3]
+    assert json.loads((out / "curves.json").read_text()) == ModelRecord.load(model).curves
+    assert sorted(p.name for p in out.iterdir()) == ["curves.csv", "curves.json", "curves.png", "model.pt", "train.log"]
+
+
 def test_config_mistakes_exit_2_with_the_key_named(project: dict, capsys: pytest.CaptureFixture[str]) -> None:
     cfg = yaml.safe_load(project["cfg"].read_text())
     cfg["training"]["epoch"] = 3
