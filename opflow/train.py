@@ -137,7 +137,7 @@ from opflow.data.views import make_dataset
 from opflow.inference import accepts_globals, forward, load_model, model_inputs, predict, predict_batch, test_errors
 from opflow.metrics import training_loss
 from opflow.optim import build_optimizer
-from opflow.records import ModelRecord, RecordError, data_fingerprint, file_sha256
+from opflow.records import ModelRecord, RecordError, data_fingerprint, file_sha256, fingerprint_differences
 from opflow.runtime import (
     DistInfo,
     barrier,
@@ -314,8 +314,7 @@ def _mismatch(ck: Mapping[str, Any], run: Mapping[str, Any], fingerprint: Mappin
     problems = []
     if ck.get("run_hash") != run_hash(run):
         problems += diff_keys(run_identity(ck["run"]), run_identity(run)) or [f"run hash {ck.get('run_hash')} -> {run_hash(run)}"]
-    if dict(ck.get("data_fingerprint", {})) != dict(fingerprint):
-        problems += [f"data file {k}" for k in diff_keys(ck.get("data_fingerprint", {}), fingerprint)]
+    problems += [f"data file {k}" for k in fingerprint_differences(ck.get("data_fingerprint", {}), fingerprint)]
     return problems
 
 
