@@ -225,6 +225,15 @@ def _results_lines(f: str, r: dict) -> list[str]:
             raise RecordError(f"{f}: {key!r} is {kind}, not a mapping of metric values: the file is damaged or was edited; {Results.FIX}")
         return value
 
+    def number(values: Mapping, name: str, key: str) -> float:
+        """``values[name]``, a statistic (``rel_l2_*``, ``n_samples``): a number (NaN allowed) or the refusal."""
+        v = values.get(name)
+        if isinstance(v, bool) or not isinstance(v, int | float):
+            json_type = {str: "a string", bool: "a boolean", list: "a list", dict: "a mapping"}.get(type(v), type(v).__name__)
+            kind = "missing" if name not in values else "null" if v is None else f"{json.dumps(v)[:40]} ({json_type})"
+            raise RecordError(f"{f}: {key}.{name} is {kind}, not a number: the file is damaged or was edited; {Results.FIX}")
+        return v
+
     lines = [f"{f}:"]
     for k in ("dataset", "model", "device", "epochs", "parameters", "train_time_s"):
         if k in r:
@@ -232,18 +241,26 @@ def _results_lines(f: str, r: dict) -> list[str]:
     m = section(r.get("metrics"), "metrics")
     not_shown = []
     for k, v in m.items():
-        if isinstance(v, bool) or isinstance(v, str):
+        if k.startswith("rel_l2_") or k == "n_samples":  # statistics: numbers, whatever else a file may note
+            lines.append(f"  {k}: {number(m, k, 'metrics'):.5g}")
+        elif isinstance(v, bool) or isinstance(v, str):
             lines.append(f"  {k}: {v}")
         elif isinstance(v, int | float):
             lines.append(f"  {k}: {v:.5g}")
         elif k != "frame_groups":
             not_shown.append(k)
     for name, v in section(m.get("frame_groups"), "metrics.frame_groups").items():
-        lines.append(f"  frames {v['frames'][0]}-{v['frames'][1]} ({name}): rel L2 mean {v['rel_l2_mean']:.5g}")
+        g = section(v, f"metrics.frame_groups.{name}")
+        frames = g.get("frames")
+        if not (isinstance(frames, list | tuple) and len(frames) == 2):
+            raise RecordError(f"{f}: metrics.frame_groups.{name}.frames is {frames!r}, not [first, last]: the file is damaged or was edited; {Results.FIX}")
+        lines.append(f"  frames {frames[0]}-{frames[1]} ({name}): rel L2 mean {number(g, 'rel_l2_mean', f'metrics.frame_groups.{name}'):.5g}")
     for res, v in section(r.get("zero_shot"), "zero_shot").items():
-        lines.append(f"  zero-shot {res}: rel L2 mean {section(v, f'zero_shot.{res}').get('rel_l2_mean', float('nan')):.5g}")
+        lines.append(f"  zero-shot {res}: rel L2 mean {number(section(v, f'zero_shot.{res}'), 'rel_l2_mean', f'zero_shot.{res}'):.5g}")
     for name, v in section(r.get("eval_sets"), "eval_sets").items():
-        lines.append(f"  eval set {name}: rel L2 mean {v['rel_l2_mean']:.5g} median {v['rel_l2_median']:.5g} max {v['rel_l2_max']:.5g}")
+        e, key = section(v, f"eval_sets.{name}"), f"eval_sets.{name}"
+        stats = " ".join(f"{label} {number(e, f'rel_l2_{label}', key):.5g}" for label in ("mean", "median", "max"))
+        lines.append(f"  eval set {name}: rel L2 {stats}")
     if not_shown:
         lines.append(f"  (in the file, not shown: metrics {', '.join(not_shown)})")
     return lines
@@ -578,10 +595,32 @@ def main(argv: list[str] | None = None) -> int:
     from opflow.data.format import DatasetError
 
     try:
-        return COMMANDS[a.cmd][1](a)
+        status = COMMANDS[a.cmd][1](a)
+        sys.stdout.flush()  # here, not at exit: a closed pipe is then caught below
+        return status
     except DatasetError as e:
         print(f"opflow: {e}", file=sys.stderr)
         return 2
+    except BrokenPipeError:  # `opflow show FILE | head -5`: the reader has all it wanted
+        return _stdout_closed()
+
+
+#: the exit status of a command whose standard output was closed by its reader (128 + SIGPIPE, as
+#: a shell reports ``cat FILE | head -1``'s cat)
+EX_PIPE_CLOSED = 141
+
+
+def _stdout_closed() -> int:
+    """Point standard output at /dev/null, so that the interpreter's last flush does not fail again,
+    and return :data:`EX_PIPE_CLOSED`: no traceback, no message (the reader closed the pipe on purpose)."""
+    import os
+
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError):  # no file descriptor (a replaced sys.stdout): nothing left to flush
+        pass
+    return EX_PIPE_CLOSED
 
 
 if __name__ == "__main__":

@@ -311,6 +311,40 @@ def test_show_prints_string_metrics_and_names_those_it_does_not_print(project: d
     assert "  note: diverged at epoch 36" in shown and "  (in the file, not shown: metrics per_channel)" in shown, shown
 
 
+@pytest.mark.parametrize(
+    ("where", "value", "named"),
+    [
+        (("metrics", "rel_l2_mean"), "abc", 'metrics.rel_l2_mean is "abc" (a string), not a number'),
+        (("metrics", "n_samples"), None, "metrics.n_samples is null, not a number"),
+        (("metrics", "rel_l2_max"), True, "metrics.rel_l2_max is true (a boolean), not a number"),
+    ],
+)
+def test_show_refuses_a_statistic_that_is_not_a_number(project: dict, capsys: pytest.CaptureFixture[str], where: tuple, value: object, named: str) -> None:
+    """Before (issue 39): ``rel_l2_mean: "abc"`` was printed with exit 0, where ``metrics: null`` was
+    refused. A statistic (rel_l2_*, n_samples) is a number; other string entries are notes, printed."""
+    good = json.loads((ROOT / "published" / "burgers512_fno1d" / "result.json").read_text())
+    good[where[0]][where[1]] = value
+    path = project["root"] / "r.json"
+    path.write_text(json.dumps(good))
+    assert main(["show", str(path)]) == 2
+    out = capsys.readouterr()
+    assert out.out == "" and out.err.splitlines() == [
+        f"opflow: {path}: {named}: the file is damaged or was edited; re-evaluate (delete it and rerun opflow evaluate, or its snakemake target)"
+    ]
+
+
+def test_show_into_a_pipe_closed_by_its_reader_ends_quietly() -> None:
+    """Before (issue 39): ``opflow show FILE | head -5`` could end in a BrokenPipeError traceback. The
+    reader here closes the pipe before anything is written; the status is a shell's for ``cat | head``."""
+    from opflow.cli import EX_PIPE_CLOSED
+
+    files = sorted(str(p) for p in (ROOT / "published").glob("*/result.json"))
+    proc = subprocess.Popen([sys.executable, "-m", "opflow.cli", "show", *files], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT)
+    proc.stdout.close()
+    err = proc.stderr.read()
+    assert proc.wait(timeout=120) == EX_PIPE_CLOSED == 141 and err == "", err
+
+
 def test_inspect_and_validate_name_a_json_file_and_a_directory_without_advising_deletion(project: dict, capsys: pytest.CaptureFixture[str]) -> None:
     """Before: both said 'not a readable NetCDF-4 file ...: delete it and regenerate it with snakemake'."""
     res = ROOT / "published" / "burgers512_fno1d" / "result.json"
