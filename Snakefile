@@ -36,6 +36,12 @@ wildcard_constraints:
     stop=r"\d+",
 
 
+onerror:
+    from opflow.joblogs import explain_failed_jobs
+
+    explain_failed_jobs(log)  # each failed job's one-line reason from its log, on the terminal
+
+
 rule all:
     input:
         [out(t) for t in WF.targets],

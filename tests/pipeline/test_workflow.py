@@ -222,6 +222,18 @@ def test_a_model_that_does_not_fit_its_data_stops_the_dry_run_before_any_job(tmp
     assert "Traceback" not in text and "rule shard" not in text and "Job stats" not in text
 
 
+def test_a_failed_job_s_one_line_reason_is_on_the_terminal(tmp_path: Path) -> None:
+    """Before (issue 39): the reason was only in the job's log; Snakemake names the log. A shard whose
+    solver cannot converge (maxiter 1) fails: the Snakefile's onerror prints its log's last line."""
+    bad = deep_merge(TINY, {"sources": {"darcy_piecewise": {"params": {"maxiter": 1, "amg_fallback": False}}}})
+    run = snakemake(tmp_path, bad, "out/data/sources/darcy_piecewise/shard-0-8.nc")
+    assert run.returncode != 0
+    lines = [ln for ln in run.stderr.splitlines() if ln.startswith("opflow: rule shard failed: ")]
+    assert len(lines) == 1, run.stderr[-3000:]
+    assert "error: Darcy FD solve at 421x421 did not converge" in lines[0] and "(sample 0, seed 20240421)" in lines[0], lines[0]
+    assert lines[0].endswith("(log: out/logs/shard/darcy_piecewise-0-8.log)")
+
+
 def test_lint_is_clean_and_rule_all_is_the_default_target(tmp_path: Path) -> None:
     lint = subprocess.run([sys.executable, "-m", "snakemake", "-s", str(ROOT / "Snakefile"), "--directory", str(tmp_path), "--lint"], capture_output=True, text=True, timeout=300)
     assert lint.returncode == 0 and "Congratulations, your workflow is in a good condition!" in lint.stdout + lint.stderr, lint.stdout[-3000:]
