@@ -300,13 +300,21 @@ def build_for_data(model_config: Mapping[str, Any], ds: ArrayDataset, where: str
 # --------------------------------------------------------------------------- checkpoints and processes
 
 
-def _load_checkpoint(path: Path) -> dict[str, Any]:
+def _load_checkpoint(path: Path, restart_if_changed: bool = False) -> dict[str, Any]:
+    """The checkpoint at ``path``, or the refusal naming what to do: ``--restart`` by hand; under the
+    workflow (its jobs pass ``--restart-if-changed``; ``--restart`` is no snakemake option) deleting
+    the file, after which the same command trains from scratch."""
+    fix = (
+        f"delete it (rm {path}) and run the same command again (a snakemake job then trains from scratch)"
+        if restart_if_changed
+        else "delete it or rerun with --restart"
+    )
     try:
         ck = torch.load(path, map_location="cpu", weights_only=False)
     except Exception as e:  # a foreign or damaged file: say so, do not guess
-        raise RunMismatchError(f"{path}: cannot read the checkpoint ({e}); delete it or rerun with --restart") from None
+        raise RunMismatchError(f"{path}: cannot read the checkpoint ({e}); {fix}") from None
     if not isinstance(ck, dict) or ck.get("format") != CHECKPOINT_FORMAT:
-        raise RunMismatchError(f"{path}: not an opflow checkpoint ({CHECKPOINT_FORMAT}); delete it or rerun with --restart")
+        raise RunMismatchError(f"{path}: not an opflow checkpoint ({CHECKPOINT_FORMAT}); {fix}")
     return ck
 
 
@@ -504,6 +512,7 @@ class Trainer:
         cfg, info, dev = self.cfg, self.info, self.dev
         self.train_ds = make_dataset(self.data_file, "train", self.run.get("task"), self.view, purpose="train")
         self.test_ds = make_dataset(self.data_file, "test", self.train_ds.task, self.view, purpose="rollout")
+        self.check_splits()
         self.check_fit()
         self.norms: Normalizers = self.train_ds.fit_normalizers(cfg.input_normalizer, cfg.output_normalizer)
 
@@ -539,6 +548,18 @@ class Trainer:
             self.scheduler = torch.optim.lr_scheduler.StepLR(self.optimizer, step_size=cfg.step_size * len(self.loader), gamma=cfg.gamma)
         if info.distributed and info.rank:  # different dropout streams per process, same initial weights
             torch.manual_seed(cfg.seed + 1_000_003 * info.rank)
+
+    def check_splits(self) -> None:
+        """Refuse an empty training or test split, naming the file and the split, before anything is built
+        (the test split gives the curves their test error; evaluation reads it too)."""
+        from opflow.data.errors import DatasetError
+
+        for split, ds, need in (("train", self.train_ds, "training needs samples"), ("test", self.test_ds, "the curves and the evaluation need test samples")):
+            if len(ds) == 0:
+                raise DatasetError(
+                    f"{self.data_file}: the {split} split is empty (no sample is labelled {split!r}); {need}: check the split sizes "
+                    f"of datasets.{self.run['dataset']} and make the file again (opflow validate {self.data_file} checks it)"
+                )
 
     def check_fit(self) -> None:
         """Refuse a model that does not fit the loaded data, with the message the workflow gives at
@@ -626,7 +647,7 @@ class Trainer:
             return None, ""
         if restart:
             return None, f"--restart: discarding {self.ckpt_path}"
-        ck = _load_checkpoint(self.ckpt_path)
+        ck = _load_checkpoint(self.ckpt_path, restart_if_changed)
         problems = _mismatch(ck, self.run, self.fingerprint)
         if not problems:
             return ck, ""

@@ -103,6 +103,21 @@ def test_train_into_a_folder_with_the_finished_model_does_nothing_unless_restart
     assert "already trained" not in capsys.readouterr().err and model.read_bytes() != before
 
 
+def test_a_config_file_that_is_not_a_yaml_mapping_is_named(project: dict, capsys: pytest.CaptureFixture[str]) -> None:
+    """Snakemake says 'Config file must be given as JSON or YAML with keys at top level' without the
+    file's name, before the Snakefile runs (nothing of the workflow can check first); the CLI names it.
+    Before (issue 39) a file that is not YAML at all ended ``opflow train --config`` in a traceback."""
+    listed, broken = project["root"] / "list.yaml", project["root"] / "broken.yaml"
+    listed.write_text("- a\n- b\n")
+    broken.write_text("training: {epochs: 3\n")
+    args = ["run-config", "--dataset", "toy", "--model", "mlp", "--config", str(project["cfg"])]
+    assert main([*args, str(listed)]) == 2
+    assert capsys.readouterr().err == f"opflow: {listed}: a config file holds a mapping of keys at top level (root, sources, datasets, models, training, ...), not a list\n"
+    assert main([*args, str(broken)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"opflow: {broken}: not a valid YAML file (") and err.count("\n") == 1 and "Traceback" not in err, err
+
+
 def test_an_interrupted_restart_prints_the_command_that_resumes_it_and_keeps_the_folder_consistent(
     project: dict, capsys: pytest.CaptureFixture[str]
 ) -> None:

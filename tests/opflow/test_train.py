@@ -423,3 +423,27 @@ def test_records_written_before_the_training_split_digest_are_compared_on_their_
     del rec.data_fingerprint[TRAIN_SPLIT_KEY]
     rec.save(cut / "model.pt")
     assert train(run, data, cut, progress=False).already_finished
+
+
+def test_an_empty_split_is_named_with_its_file_before_anything_is_built(tmp_path: Path) -> None:
+    """Before (issue 39): ``the dataset split is empty; check the split sizes of the dataset``, naming
+    neither the file nor the split."""
+    from opflow.data.errors import DatasetError
+
+    no_test = grid_dataset(tmp_path / "no_test.nc", n_train=12, n_test=0)
+    with pytest.raises(DatasetError, match=rf"^{re.escape(str(no_test))}: the test split is empty \(no sample is labelled 'test'\); "
+                                           r"the curves and the evaluation need test samples: check the split sizes of datasets\.toy"):
+        train(run_of(no_test, epochs=1), no_test, tmp_path / "m", progress=False)
+    assert not (tmp_path / "m" / "checkpoint.pt").exists()
+
+
+def test_an_unreadable_checkpoint_under_the_workflow_says_to_delete_it(data: Path, tmp_path: Path) -> None:
+    """Before (issue 39): '--restart', which is no snakemake option. The workflow's jobs pass
+    restart_if_changed; the message then names the file to delete and that the same command retrains."""
+    (tmp_path / CHECKPOINT_NAME).write_bytes(b"\x80\x04truncated")
+    ck = tmp_path / CHECKPOINT_NAME
+    with pytest.raises(RunMismatchError, match=rf"^{re.escape(str(ck))}: cannot read the checkpoint \(.*\); delete it \(rm {re.escape(str(ck))}\) "
+                                               r"and run the same command again \(a snakemake job then trains from scratch\)$"):
+        train(run_of(data, epochs=1), data, tmp_path, progress=False, restart_if_changed=True)
+    with pytest.raises(RunMismatchError, match=r"cannot read the checkpoint .*; delete it or rerun with --restart$"):
+        train(run_of(data, epochs=1), data, tmp_path, progress=False)  # by hand

@@ -234,6 +234,24 @@ def test_a_failed_job_s_one_line_reason_is_on_the_terminal(tmp_path: Path) -> No
     assert lines[0].endswith("(log: out/logs/shard/darcy_piecewise-0-8.log)")
 
 
+def test_a_damaged_checkpoint_in_a_train_job_says_on_the_terminal_what_to_do_in_the_workflow(tiny_run, tmp_path: Path) -> None:
+    """Before (issue 39): the refusal was only in the train log and its fix was '--restart', which is no
+    snakemake option. Now the terminal names the file to delete; then the same command trains."""
+    import shutil
+
+    work = tmp_path / "wf"
+    shutil.copytree(tiny_run[0], work, symlinks=True)
+    folder = work / "out/models/darcy43_ono"
+    (folder / "model.pt").unlink()
+    (folder / "checkpoint.pt").write_bytes(b"\x80\x04truncated")
+    run = snakemake(work, TINY, "out/models/darcy43_ono/model.pt")
+    assert run.returncode != 0
+    lines = [ln for ln in run.stderr.splitlines() if ln.startswith("opflow: rule train failed: ")]
+    assert len(lines) == 1, run.stderr[-3000:]
+    assert "out/models/darcy43_ono/checkpoint.pt: cannot read the checkpoint (" in lines[0], lines[0]
+    assert "delete it (rm out/models/darcy43_ono/checkpoint.pt) and run the same command again (a snakemake job then trains from scratch)" in lines[0]
+
+
 def test_lint_is_clean_and_rule_all_is_the_default_target(tmp_path: Path) -> None:
     lint = subprocess.run([sys.executable, "-m", "snakemake", "-s", str(ROOT / "Snakefile"), "--directory", str(tmp_path), "--lint"], capture_output=True, text=True, timeout=300)
     assert lint.returncode == 0 and "Congratulations, your workflow is in a good condition!" in lint.stdout + lint.stderr, lint.stdout[-3000:]
