@@ -12,12 +12,16 @@ The config (config/default.yaml, deep-merged with any --configfile) is checked a
 runs; a bad key or value stops here with one line naming it. Helpers live in rules/common.smk.
 """
 
+import sys
+
 from snakemake.utils import min_version
 
 min_version("9.0")
+sys.path.insert(0, workflow.basedir)
+from opflow.config import BASE_CONFIG  # noqa: E402  config/default.yaml, named once (opflow train --config names it too)
 
 
-configfile: f"{workflow.basedir}/config/default.yaml"
+configfile: f"{workflow.basedir}/{BASE_CONFIG}"
 
 
 include: "rules/common.smk"
@@ -30,6 +34,12 @@ wildcard_constraints:
     grid=r"r\d+|all",
     start=r"\d+",
     stop=r"\d+",
+
+
+onerror:
+    from opflow.joblogs import explain_failed_jobs
+
+    explain_failed_jobs(log)  # each failed job's one-line reason from its log, on the terminal
 
 
 rule all:

@@ -168,15 +168,24 @@ def _size(n: int) -> str:
 
 
 def no_space_error(
-    path: str | os.PathLike[str], *, need: int | None = None, raw: int | None = None, written: int | None = None, before: bool = False
+    path: str | os.PathLike[str],
+    *,
+    need: int | None = None,
+    raw: int | None = None,
+    written: int | None = None,
+    before: bool = False,
+    what: str = "the file needs about",
+    done: str | None = None,
 ) -> Exception:
     """The :class:`~opflow.data.errors.DiskFullError` of a write of ``path`` that found no room.
 
     ``need``: the bytes the file takes (or an estimate), when known; ``raw``: else the size of its
     data uncompressed (an upper bound), when known; ``written``: how far the write
     got before it failed; ``before``: refused before writing (:func:`require_space`) rather than
-    failed midway (then the partial file has been removed). The message names the file system and
-    its free bytes, or the file-size limit when that is what stopped the write.
+    failed midway (then the partial file has been removed); ``what`` and ``done`` reword the need
+    ("the file needs about") and the outcome ("nothing was written") for a refusal before other work,
+    such as solving a shard's samples. The message names the file system and its free bytes, or
+    the file-size limit when that is what stopped the write.
     """
     from opflow.data.errors import DiskFullError
 
@@ -191,21 +200,22 @@ def no_space_error(
         fix = f"free space on {mount} or write elsewhere (the config's root: names the output folder)"
     parts = [where]
     if need is not None:
-        parts.append(f"the file needs about {_size(need)}")
+        parts.append(f"{what} {_size(need)}")
     elif raw is not None:
         parts.append(f"its data take {_size(raw)} uncompressed")
     if written is not None and not before:
         parts.append(f"{_size(written)} were written")
-    done = "nothing was written" if before else "the partial file was removed"
+    done = done or ("nothing was written" if before else "the partial file was removed")
     return DiskFullError(f"{path}: {'; '.join(parts)}; {done}; {fix}")
 
 
-def require_space(path: str | os.PathLike[str], need: int) -> None:
+def require_space(path: str | os.PathLike[str], need: int, *, what: str = "the file needs about", done: str | None = None) -> None:
     """Refuse (:class:`~opflow.data.errors.DiskFullError`) to start writing ``need`` bytes to ``path``
-    when its file system has less free, or the file-size limit is lower."""
+    when its file system has less free, or the file-size limit is lower (``what``, ``done``: the
+    wording of :func:`no_space_error`)."""
     limit = file_size_limit()
     if need > free_bytes(path) or (limit is not None and need > limit):
-        raise no_space_error(path, need=need, before=True)
+        raise no_space_error(path, need=need, before=True, what=what, done=done)
 
 
 def is_out_of_space(exc: BaseException, tmp: str | os.PathLike[str], *, margin: int = 2**20) -> bool:

@@ -225,6 +225,15 @@ def _results_lines(f: str, r: dict) -> list[str]:
             raise RecordError(f"{f}: {key!r} is {kind}, not a mapping of metric values: the file is damaged or was edited; {Results.FIX}")
         return value
 
+    def number(values: Mapping, name: str, key: str) -> float:
+        """``values[name]``, a statistic (``rel_l2_*``, ``n_samples``): a number (NaN allowed) or the refusal."""
+        v = values.get(name)
+        if isinstance(v, bool) or not isinstance(v, int | float):
+            json_type = {str: "a string", bool: "a boolean", list: "a list", dict: "a mapping"}.get(type(v), type(v).__name__)
+            kind = "missing" if name not in values else "null" if v is None else f"{json.dumps(v)[:40]} ({json_type})"
+            raise RecordError(f"{f}: {key}.{name} is {kind}, not a number: the file is damaged or was edited; {Results.FIX}")
+        return v
+
     lines = [f"{f}:"]
     for k in ("dataset", "model", "device", "epochs", "parameters", "train_time_s"):
         if k in r:
@@ -232,18 +241,26 @@ def _results_lines(f: str, r: dict) -> list[str]:
     m = section(r.get("metrics"), "metrics")
     not_shown = []
     for k, v in m.items():
-        if isinstance(v, bool) or isinstance(v, str):
+        if k.startswith("rel_l2_") or k == "n_samples":  # statistics: numbers, whatever else a file may note
+            lines.append(f"  {k}: {number(m, k, 'metrics'):.5g}")
+        elif isinstance(v, bool) or isinstance(v, str):
             lines.append(f"  {k}: {v}")
         elif isinstance(v, int | float):
             lines.append(f"  {k}: {v:.5g}")
         elif k != "frame_groups":
             not_shown.append(k)
     for name, v in section(m.get("frame_groups"), "metrics.frame_groups").items():
-        lines.append(f"  frames {v['frames'][0]}-{v['frames'][1]} ({name}): rel L2 mean {v['rel_l2_mean']:.5g}")
+        g = section(v, f"metrics.frame_groups.{name}")
+        frames = g.get("frames")
+        if not (isinstance(frames, list | tuple) and len(frames) == 2):
+            raise RecordError(f"{f}: metrics.frame_groups.{name}.frames is {frames!r}, not [first, last]: the file is damaged or was edited; {Results.FIX}")
+        lines.append(f"  frames {frames[0]}-{frames[1]} ({name}): rel L2 mean {number(g, 'rel_l2_mean', f'metrics.frame_groups.{name}'):.5g}")
     for res, v in section(r.get("zero_shot"), "zero_shot").items():
-        lines.append(f"  zero-shot {res}: rel L2 mean {section(v, f'zero_shot.{res}').get('rel_l2_mean', float('nan')):.5g}")
+        lines.append(f"  zero-shot {res}: rel L2 mean {number(section(v, f'zero_shot.{res}'), 'rel_l2_mean', f'zero_shot.{res}'):.5g}")
     for name, v in section(r.get("eval_sets"), "eval_sets").items():
-        lines.append(f"  eval set {name}: rel L2 mean {v['rel_l2_mean']:.5g} median {v['rel_l2_median']:.5g} max {v['rel_l2_max']:.5g}")
+        e, key = section(v, f"eval_sets.{name}"), f"eval_sets.{name}"
+        stats = " ".join(f"{label} {number(e, f'rel_l2_{label}', key):.5g}" for label in ("mean", "median", "max"))
+        lines.append(f"  eval set {name}: rel L2 {stats}")
     if not_shown:
         lines.append(f"  (in the file, not shown: metrics {', '.join(not_shown)})")
     return lines
@@ -315,14 +332,29 @@ def _json_arg(text: str) -> dict:
 
 
 def _run_from_args(a: argparse.Namespace) -> dict:
-    from opflow.config import load_config_files, resolve_run
+    """The resolved run of ``--run-json``, or of ``--config FILE... --dataset --model``.
+
+    Config files go through the workflow's own loader (:func:`solvers.config.load_workflow`, the one
+    rules/common.smk calls), so a config Snakemake refuses is refused here with the same lines,
+    before any data is read. Like ``regenerate``, this imports ``solvers`` inside the command: the
+    generators' metadata are part of the checks (split sizes, resolutions, variables, frames).
+    """
+    from opflow.config import resolve_run
     from opflow.data.errors import ConfigError
 
     if a.run_json:
         return _json_arg(a.run_json)
     if not (a.config and a.dataset and a.model):
         raise ConfigError("give either --run-json RUN or --config FILE... --dataset NAME --model NAME")
-    return resolve_run(load_config_files(a.config), a.dataset, a.model, getattr(a, "data", None))
+    try:
+        from solvers.config import load_workflow
+    except ImportError as e:
+        raise ConfigError(
+            f"--config needs the solvers package to check the config as the workflow does ({e}); "
+            "give the resolved run instead (--run-json, from `opflow run-config` where solvers is installed)"
+        ) from None
+    wf = load_workflow(a.config, pairs=[(a.dataset, a.model)])
+    return resolve_run(wf, a.dataset, a.model, getattr(a, "data", None))
 
 
 def _run_source_args(p: argparse.ArgumentParser) -> None:
@@ -376,7 +408,9 @@ _TRAIN_HELP = """Train (or resume) a model on a dataset file (opflow.train); run
 A checkpoint is written every training.checkpoint_every epochs; the same command resumes from it.
 When the output folder already holds this run's finished model (same run hash and data), the
 command does nothing and says so (exit 0); one of another run is refused, naming what differs
-(exit 2). --restart trains from scratch in either case, replacing the model when it completes.
+(exit 2). --restart trains from scratch in either case, replacing the model when it completes
+(until then its curves are checkpoint-curves.csv/json/png, beside the checkpoint; a call of it
+that stops early is resumed without --restart, and the command to do so is printed).
 For machines lent in short commands, give each call a time budget with --max-minutes-this-call M
 or the environment variable OPFLOW_TRAIN_MAX_MINUTES=M (the flag wins): the call stops before an
 epoch that would end past M minutes (estimated from the longest epoch of the call x 1.25; the
@@ -440,11 +474,24 @@ def _train(a: argparse.Namespace) -> int:
     if res.already_finished:  # a finished run is a no-op (--restart trains it again)
         print(f"opflow: {res.message}", file=sys.stderr)
         return 0
+    resume = _resume_command(a)
     if res.stopped_by == "time_budget":  # its line (stopped after epoch N of M ..., rerun to resume) is logged
+        if a.restart:
+            print(f"opflow: resume with: {resume}", file=sys.stderr)
         return EX_TEMPFAIL
     if not res.complete:
-        print(f"stopped after epoch {res.epochs_done}; resume with the same command ({res.checkpoint_path})", file=sys.stderr)
+        how = f"resume without --restart: {resume}" if a.restart else "resume with the same command"
+        print(f"stopped after epoch {res.epochs_done}; {how} ({res.checkpoint_path})", file=sys.stderr)
     return 0
+
+
+def _resume_command(a: argparse.Namespace) -> str:
+    """The command that resumes a call stopped early: this call's, without ``--restart`` (which
+    would discard the checkpoint the call just wrote)."""
+    import shlex
+
+    args = list(getattr(a, "argv", None) or [])
+    return shlex.join(["opflow", *(x for x in args if x != "--restart")])
 
 
 def _eval_set_arg(text: str) -> tuple[str, str]:
@@ -542,14 +589,38 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     """Run one subcommand; a bad file or value is one ``opflow: ...`` line on stderr and exit 2."""
+    argv = list(sys.argv[1:] if argv is None else argv)
     a = build_parser().parse_args(argv)
+    a.argv = argv  # what the user typed, for the hints that print a command
     from opflow.data.format import DatasetError
 
     try:
-        return COMMANDS[a.cmd][1](a)
+        status = COMMANDS[a.cmd][1](a)
+        sys.stdout.flush()  # here, not at exit: a closed pipe is then caught below
+        return status
     except DatasetError as e:
         print(f"opflow: {e}", file=sys.stderr)
         return 2
+    except BrokenPipeError:  # `opflow show FILE | head -5`: the reader has all it wanted
+        return _stdout_closed()
+
+
+#: the exit status of a command whose standard output was closed by its reader (128 + SIGPIPE, as
+#: a shell reports ``cat FILE | head -1``'s cat)
+EX_PIPE_CLOSED = 141
+
+
+def _stdout_closed() -> int:
+    """Point standard output at /dev/null, so that the interpreter's last flush does not fail again,
+    and return :data:`EX_PIPE_CLOSED`: no traceback, no message (the reader closed the pipe on purpose)."""
+    import os
+
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError):  # no file descriptor (a replaced sys.stdout): nothing left to flush
+        pass
+    return EX_PIPE_CLOSED
 
 
 if __name__ == "__main__":

@@ -64,7 +64,8 @@ another.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import os
+from collections.abc import Mapping, Sequence
 from typing import Annotated, Any, ClassVar, Literal
 
 from pydantic import BeforeValidator, ConfigDict, Field, model_validator
@@ -651,8 +652,17 @@ def deep_merge(base: Mapping[str, Any], override: Mapping[str, Any]) -> dict[str
     return out
 
 
-def load_config_files(paths: list[str]) -> dict[str, Any]:
-    """Read and deep-merge YAML config files, later files winning (like ``--configfile``)."""
+#: the config every workflow run starts from, relative to the workflow's folder: the Snakefile's
+#: ``configfile:``, which Snakemake reads before any ``--configfile`` (those are overlays of it)
+BASE_CONFIG = "config/default.yaml"
+
+
+def load_config_files(paths: Sequence[str | os.PathLike[str]]) -> dict[str, Any]:
+    """Read and deep-merge YAML config files, later files winning (like ``--configfile``).
+
+    A file that cannot be read, is not YAML or does not hold a mapping at top level is a
+    :class:`ConfigError` naming it (Snakemake's own message for the last names no file).
+    """
     import yaml
 
     config: dict[str, Any] = {}
@@ -662,13 +672,21 @@ def load_config_files(paths: list[str]) -> dict[str, Any]:
                 data = yaml.safe_load(fh) or {}
         except OSError as e:
             raise ConfigError(f"{p}: cannot read the config file ({e.strerror})") from None
+        except yaml.YAMLError as e:
+            where = getattr(e, "problem_mark", None)
+            at = f" at line {where.line + 1} column {where.column + 1}" if where is not None else ""
+            raise ConfigError(f"{p}: not a valid YAML file ({getattr(e, 'problem', None) or type(e).__name__}{at})") from None
         if not isinstance(data, Mapping):
-            raise ConfigError(f"{p}: a config file must hold a mapping at top level")
+            raise ConfigError(
+                f"{p}: a config file holds a mapping of keys at top level (root, sources, datasets, models, training, ...), "
+                f"not a {type(data).__name__}"
+            )
         config = deep_merge(config, data)
     return config
 
 
 __all__ = [
+    "BASE_CONFIG",
     "GRAD_FORMS",
     "LOSSES",
     "OPERATIONAL_KEYS",

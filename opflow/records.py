@@ -56,19 +56,88 @@ def file_sha256(path: str | os.PathLike[str], chunk: int = 1 << 22) -> str:
 FINGERPRINT_ATTRS = ("opflow_params_hash", "opflow_source_params_hash", "opflow_stride", "opflow_resolution", "opflow_split_rule", "opflow_dataset")
 
 
-def data_fingerprint(path: str | os.PathLike[str]) -> dict[str, Any]:
-    """What identifies a dataset file's content cheaply: its provenance attributes.
+#: the key of :func:`data_fingerprint` that holds :func:`training_split_digest`
+TRAIN_SPLIT_KEY = "train_split"
 
-    Derived files carry the source's parameter hash, the stride/resolution and the split rule; a
-    file without them is identified by its SHA-256.
+
+def data_fingerprint(path: str | os.PathLike[str]) -> dict[str, Any]:
+    """What identifies a dataset file's content: its provenance attributes and its training split.
+
+    Derived files carry the source's parameter hash, the stride/resolution and the split rule; to
+    those goes :data:`TRAIN_SPLIT_KEY`: the :func:`training_split_digest` of what training reads,
+    because the attributes alone say what the file was made as, not what it holds now (a file with
+    every split relabelled ``train`` kept them). A file without provenance attributes is identified
+    by its SHA-256, which covers everything.
+
+    Records written before the digest existed lack the key: :func:`fingerprint_differences` then
+    compares the attributes alone, as before, so their checkpoints still resume and their finished
+    models still count as trained (nothing records the digest of the data they were trained on).
     """
     from opflow.data.format import open_dataset
 
     with open_dataset(path) as nc:
         attrs = {k[7:]: _plain(nc.getncattr(k)) for k in FINGERPRINT_ATTRS if k in nc.ncattrs()}
     if "params_hash" not in attrs:
-        attrs = {"sha256": file_sha256(path)}
+        return {"sha256": file_sha256(path)}
+    attrs[TRAIN_SPLIT_KEY] = training_split_digest(path)
     return attrs
+
+
+def training_split_digest(path: str | os.PathLike[str], block: int = 64) -> dict[str, Any]:
+    """``{"n": training samples, "sha256": ...}`` of the file's training split, as training reads it.
+
+    The hash covers every variable (sorted by name, each with its dtype and the shape read): of the
+    per-sample ones the rows of the training split (which includes their global ``sample_index``),
+    of the others all values (coordinates, connectivity). It is read ``block`` samples at a time,
+    so memory stays small; the cost is one read of the split, which training reads anyway. A file
+    without a ``split`` variable has no training split: ``{"n": 0, ...}`` of its other variables.
+    """
+    import numpy as np
+
+    from opflow.data.format import SPLITS, open_dataset
+
+    h = hashlib.sha256()
+    with open_dataset(path) as nc:
+        split = np.asarray(nc.variables["split"][:]) if "split" in nc.variables else np.empty(0, np.int8)
+        idx = np.flatnonzero(split == SPLITS["train"])
+        try:
+            for name in sorted(nc.variables):
+                v = nc.variables[name]
+                per_sample = v.dimensions[:1] == ("sample",)
+                shape = (idx.size, *v.shape[1:]) if per_sample else v.shape
+                h.update(f"{name}|{np.dtype(v.dtype).str}|{shape}\n".encode())
+                if not per_sample:
+                    h.update(np.ascontiguousarray(np.ma.getdata(v[...])).tobytes())
+                    continue
+                for b in range(0, idx.size, block):
+                    rows = idx[b : b + block]
+                    data = v[int(rows[0]) : int(rows[-1]) + 1] if rows[-1] - rows[0] == rows.size - 1 else v[rows]
+                    h.update(np.ascontiguousarray(np.ma.getdata(data)).tobytes())
+        except (OSError, RuntimeError, IndexError) as e:
+            raise DatasetError(f"{path}: reading failed ({e}); the file is damaged, regenerate it") from None
+    return {"n": int(idx.size), "sha256": h.hexdigest()}
+
+
+def fingerprint_differences(recorded: Mapping[str, Any], current: Mapping[str, Any]) -> list[str]:
+    """The keys in which the data a run recorded (``recorded``) differ from the file now (``current``).
+
+    ``train_split`` is compared when the record has it; a record written before it existed is
+    compared on the provenance attributes alone (:func:`data_fingerprint`).
+    """
+    recorded, current = dict(recorded), dict(current)
+    if TRAIN_SPLIT_KEY not in recorded:
+        current.pop(TRAIN_SPLIT_KEY, None)
+    out = []
+    for k in sorted(set(recorded) | set(current)):
+        a, b = recorded.get(k, "<absent>"), current.get(k, "<absent>")
+        if a == b:
+            continue
+        if k == TRAIN_SPLIT_KEY and isinstance(a, Mapping) and isinstance(b, Mapping):
+            what = f"{a.get('n')} -> {b.get('n')} training samples" if a.get("n") != b.get("n") else "the same count, other contents"
+            out.append(f"{k}: {what}")
+        else:
+            out.append(f"{k}: {a!r} -> {b!r}")
+    return out
 
 
 def _plain(v: Any) -> Any:

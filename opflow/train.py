@@ -54,7 +54,12 @@ are averaged by DDP, and only rank 0 evaluates the curves and writes files.
 
 Curves: ``curves.csv`` / ``curves.json`` (epoch, train loss, test relative L2 every
 ``eval_every`` epochs, learning rate of the epoch's last step, epoch time, elapsed training time)
-and ``curves.png`` beside the model. ``train.log`` there keeps what each call logged (model size,
+and ``curves.png`` beside the model, rewritten at every checkpoint. While the folder still holds the
+model file of an earlier run (``restart=True`` over a finished model, and the calls that resume such
+a restart), the run's curves go beside its checkpoint instead, as ``checkpoint-curves.csv/json/png``,
+until it completes: ``curves.*`` always describe the model file that is there. A call that stopped
+early after ``restart=True`` is resumed without it (the same command would discard the checkpoint
+again), and its stop message says so. ``train.log`` there keeps what each call logged (model size,
 one line per epoch, resumes, the final file), appended to, never overwritten: every call starts
 with a marker line, ``--- started from scratch (<UTC time>) ---`` or ``--- resumed at epoch N
 (<UTC time>) ---``.
@@ -132,7 +137,7 @@ from opflow.data.views import make_dataset
 from opflow.inference import accepts_globals, forward, load_model, model_inputs, predict, predict_batch, test_errors
 from opflow.hostsync import deferred_checks, raise_faults, take_faults
 from opflow.optim import build_optimizer, portable_state_dict
-from opflow.records import ModelRecord, RecordError, data_fingerprint, file_sha256
+from opflow.records import ModelRecord, RecordError, data_fingerprint, file_sha256, fingerprint_differences
 from opflow.train_step import TrainStep
 from opflow.runtime import (
     DistInfo,
@@ -149,7 +154,7 @@ from opflow.runtime import (
 
 # names that lived here before opflow.inference / opflow.records held them, kept importable
 __all__ = [
-    "CHECKPOINT_FORMAT", "CHECKPOINT_NAME", "LOG_NAME", "RunMismatchError", "TrainResult", "Trainer", "train", "build_for_data",
+    "CHECKPOINT_FORMAT", "CHECKPOINT_NAME", "LOG_NAME", "CURVES_STEM", "CHECKPOINT_CURVES_STEM", "RunMismatchError", "TrainResult", "Trainer", "train", "build_for_data",
     "BUDGET_ENV", "BUDGET_SAFETY", "EX_TEMPFAIL", "budget_seconds",
     "write_curves", "atomic_torch_save",
     "accepts_globals", "forward", "load_model", "model_inputs", "predict", "predict_batch", "test_errors", "data_fingerprint", "file_sha256",
@@ -160,6 +165,11 @@ log = logging.getLogger("opflow.train")
 CHECKPOINT_FORMAT = "opflow-checkpoint/1"
 CHECKPOINT_NAME = "checkpoint.pt"
 LOG_NAME = "train.log"
+#: the curves of the folder's model file (``curves.csv/json/png``)
+CURVES_STEM = "curves"
+#: the curves of a run under way while the folder still holds a finished model file (a --restart
+#: over it): written beside the checkpoint, so that ``curves.*`` keep describing ``model.pt``
+CHECKPOINT_CURVES_STEM = "checkpoint-curves"
 #: the environment variable giving every ``opflow train`` call a time budget in minutes (the flag wins)
 BUDGET_ENV = "OPFLOW_TRAIN_MAX_MINUTES"
 #: the next epoch is estimated at the longest epoch of this call times this factor
@@ -226,11 +236,11 @@ def atomic_torch_save(obj: Any, path: Path) -> None:
         torch.save(obj, tmp)
 
 
-def write_curves(curves: list[dict[str, Any]], folder: Path, png: bool = False, title: str = "") -> None:
-    """``curves.json`` and ``curves.csv`` (and ``curves.png``) in ``folder``."""
-    atomic_write_text(folder / "curves.json", json.dumps(curves, indent=1))
+def write_curves(curves: list[dict[str, Any]], folder: Path, png: bool = False, title: str = "", stem: str = CURVES_STEM) -> None:
+    """``<stem>.json`` and ``<stem>.csv`` (and ``<stem>.png``) in ``folder`` (stem ``curves`` by default)."""
+    atomic_write_text(folder / f"{stem}.json", json.dumps(curves, indent=1))
     fields = ["epoch", "train_loss", "test_rel_l2", "lr", "epoch_time_s", "elapsed_s"]
-    with atomic_path(folder / "curves.csv") as tmp, open(tmp, "w", newline="") as fh:
+    with atomic_path(folder / f"{stem}.csv") as tmp, open(tmp, "w", newline="") as fh:
         w = csv.DictWriter(fh, fieldnames=fields)
         w.writeheader()
         for c in curves:
@@ -238,7 +248,7 @@ def write_curves(curves: list[dict[str, Any]], folder: Path, png: bool = False, 
     if png and curves:
         from opflow.plots import plot_curves
 
-        plot_curves(curves, folder / "curves.png", title=title)
+        plot_curves(curves, folder / f"{stem}.png", title=title)
 
 
 def _utc_now() -> str:
@@ -291,13 +301,21 @@ def build_for_data(model_config: Mapping[str, Any], ds: ArrayDataset, where: str
 # --------------------------------------------------------------------------- checkpoints and processes
 
 
-def _load_checkpoint(path: Path) -> dict[str, Any]:
+def _load_checkpoint(path: Path, restart_if_changed: bool = False) -> dict[str, Any]:
+    """The checkpoint at ``path``, or the refusal naming what to do: ``--restart`` by hand; under the
+    workflow (its jobs pass ``--restart-if-changed``; ``--restart`` is no snakemake option) deleting
+    the file, after which the same command trains from scratch."""
+    fix = (
+        f"delete it (rm {path}) and run the same command again (a snakemake job then trains from scratch)"
+        if restart_if_changed
+        else "delete it or rerun with --restart"
+    )
     try:
         ck = torch.load(path, map_location="cpu", weights_only=False)
     except Exception as e:  # a foreign or damaged file: say so, do not guess
-        raise RunMismatchError(f"{path}: cannot read the checkpoint ({e}); delete it or rerun with --restart") from None
+        raise RunMismatchError(f"{path}: cannot read the checkpoint ({e}); {fix}") from None
     if not isinstance(ck, dict) or ck.get("format") != CHECKPOINT_FORMAT:
-        raise RunMismatchError(f"{path}: not an opflow checkpoint ({CHECKPOINT_FORMAT}); delete it or rerun with --restart")
+        raise RunMismatchError(f"{path}: not an opflow checkpoint ({CHECKPOINT_FORMAT}); {fix}")
     return ck
 
 
@@ -305,8 +323,7 @@ def _mismatch(ck: Mapping[str, Any], run: Mapping[str, Any], fingerprint: Mappin
     problems = []
     if ck.get("run_hash") != run_hash(run):
         problems += diff_keys(run_identity(ck["run"]), run_identity(run)) or [f"run hash {ck.get('run_hash')} -> {run_hash(run)}"]
-    if dict(ck.get("data_fingerprint", {})) != dict(fingerprint):
-        problems += [f"data file {k}" for k in diff_keys(ck.get("data_fingerprint", {}), fingerprint)]
+    problems += [f"data file {k}" for k in fingerprint_differences(ck.get("data_fingerprint", {}), fingerprint)]
     return problems
 
 
@@ -481,6 +498,8 @@ class Trainer:
         self.curves: list[dict[str, Any]] = []
         self.train_time = 0.0
         self._setup_notes: list[str] = []  # logged by fit(), after resume() has written the call's marker line
+        #: how a call stopped early is resumed (resume() says "without --restart" after a restart)
+        self.resume_hint = "rerun the same command to resume"
 
     # ----------------------------------------------------------------- logging
 
@@ -501,6 +520,7 @@ class Trainer:
         cfg, info, dev = self.cfg, self.info, self.dev
         self.train_ds = make_dataset(self.data_file, "train", self.run.get("task"), self.view, purpose="train")
         self.test_ds = make_dataset(self.data_file, "test", self.train_ds.task, self.view, purpose="rollout")
+        self.check_splits()
         self.check_fit()
         self.norms: Normalizers = self.train_ds.fit_normalizers(cfg.input_normalizer, cfg.output_normalizer)
 
@@ -536,6 +556,18 @@ class Trainer:
             self.scheduler = torch.optim.lr_scheduler.StepLR(self.optimizer, step_size=cfg.step_size * len(self.loader), gamma=cfg.gamma)
         if info.distributed and info.rank:  # different dropout streams per process, same initial weights
             torch.manual_seed(cfg.seed + 1_000_003 * info.rank)
+
+    def check_splits(self) -> None:
+        """Refuse an empty training or test split, naming the file and the split, before anything is built
+        (the test split gives the curves their test error; evaluation reads it too)."""
+        from opflow.data.errors import DatasetError
+
+        for split, ds, need in (("train", self.train_ds, "training needs samples"), ("test", self.test_ds, "the curves and the evaluation need test samples")):
+            if len(ds) == 0:
+                raise DatasetError(
+                    f"{self.data_file}: the {split} split is empty (no sample is labelled {split!r}); {need}: check the split sizes "
+                    f"of datasets.{self.run['dataset']} and make the file again (opflow validate {self.data_file} checks it)"
+                )
 
     def check_fit(self) -> None:
         """Refuse a model that does not fit the loaded data, with the message the workflow gives at
@@ -623,7 +655,7 @@ class Trainer:
             return None, ""
         if restart:
             return None, f"--restart: discarding {self.ckpt_path}"
-        ck = _load_checkpoint(self.ckpt_path)
+        ck = _load_checkpoint(self.ckpt_path, restart_if_changed)
         problems = _mismatch(ck, self.run, self.fingerprint)
         if not problems:
             return ck, ""
@@ -645,6 +677,8 @@ class Trainer:
         info = self.info
         had_checkpoint = self.ckpt_path.exists()
         ck, discarded = self._matching_checkpoint(restart, restart_if_changed)
+        if restart:  # the same command would discard this call's checkpoint again
+            self.resume_hint = "rerun the same command without --restart to resume"
         if info.is_main:  # the marker first: train.log is appended to by every call
             how = f"resumed at epoch {int(ck['epoch'])}" if ck is not None else "started from scratch"
             self._append_log(f"--- {how} ({_utc_now()}) ---")
@@ -812,18 +846,22 @@ class Trainer:
                 message = (
                     f"{self.name}: stopped after epoch {done} of {cfg.epochs} within the {(max_seconds_this_call or 0) / 60:g}-minute budget of "
                     f"this call (next epoch estimated at {BUDGET_SAFETY * longest:.1f} s), checkpoint at {self.ckpt_path}; "
-                    "rerun the same command to resume"
+                    f"{self.resume_hint}"
                 )
             else:
                 message = f"{self.name}: stopped after epoch {done} of {cfg.epochs} (max_epochs_this_call), checkpoint at {self.ckpt_path}"
             if info.is_main:
                 self._note(logging.INFO if stopped_by == "max_epochs" else logging.WARNING, "%s", message)
         if info.is_main:
-            write_curves(self.curves, self.out_dir, png=True, title=self.name)
-            if complete:
+            if complete:  # the model, then its curves: curves.* describe the model file whenever one is there
                 self.save_model(stop_at)
+                write_curves(self.curves, self.out_dir, png=True, title=self.name)
                 self.ckpt_path.unlink(missing_ok=True)
+                for suffix in (".json", ".csv", ".png"):
+                    (self.out_dir / f"{CHECKPOINT_CURVES_STEM}{suffix}").unlink(missing_ok=True)
                 self._note(logging.INFO, "%s: wrote %s (%.1f s of training)", self.name, self.model_path, self.train_time)
+            else:
+                write_curves(self.curves, self.out_dir, png=True, title=self.name, stem=self._curves_stem())
         barrier(info)
         return TrainResult(
             complete, stop_at, self.model_path if complete else None, self.ckpt_path, self.curves, self.train_time, resumed_from, stopped_by, message
@@ -839,8 +877,15 @@ class Trainer:
         """:meth:`save_checkpoint`, then the curves so far (rank 0); returns ``epochs_done``."""
         self.save_checkpoint(epochs_done)
         if self.info.is_main:
-            write_curves(self.curves, self.out_dir)
+            write_curves(self.curves, self.out_dir, stem=self._curves_stem())
         return epochs_done
+
+    def _curves_stem(self) -> str:
+        """Where the curves of this run go before it completes: ``curves.*``, or beside the checkpoint
+        (:data:`CHECKPOINT_CURVES_STEM`) while the model file of an earlier run is still there
+        (``--restart`` over it, or a resume of such a restart), so that the folder never pairs
+        ``model.pt`` with curves of another run. The complete run writes ``curves.*``."""
+        return CHECKPOINT_CURVES_STEM if self.model_path.exists() else CURVES_STEM
 
     def save_checkpoint(self, epochs_done: int) -> None:
         """Replace ``checkpoint.pt`` atomically (the RNG states of every process, written by rank 0)."""

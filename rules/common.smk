@@ -10,10 +10,12 @@ from pathlib import Path
 
 sys.path.insert(0, workflow.basedir)
 from opflow.data.errors import ConfigError  # noqa: E402
-from solvers.config import check_config, check_pairs, dataset_resolution, source_info, unavailable_sources  # noqa: E402
+from solvers.config import check_pairs, dataset_resolution, load_workflow, source_info, unavailable_sources  # noqa: E402
 
 try:
-    WF = check_config(config)  # the typed tree and the profile's targets; one clear line per mistake instead of a traceback, before any job
+    # the one loader (also `opflow train --config`'s): the typed tree and the profile's targets; one
+    # clear line per mistake instead of a traceback, before any job
+    WF = load_workflow(config)
 except ConfigError as e:  # every mistake of the config, one line each
     sys.exit("\n".join(f"opflow: config error at {p}" for p in e.problems))
 if unavailable_sources():  # e.g. the FEM sources on a GPU machine without gmsh: the other targets still run

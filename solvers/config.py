@@ -16,21 +16,28 @@ anything and without importing torch:
   :func:`view_shape` is the one place that tells, from the config alone, what a dataset view will
   look like (grid or points, dimension, grid after resolution, points, input sets).
 
+:func:`load_workflow` is the one loader of the workflow config: Snakemake's (``rules/common.smk``)
+and ``opflow train --config``'s (the CLI imports it inside the command, as ``regenerate`` imports
+the generators), so both entry points refuse the same configs with the same lines.
+
 :class:`SourceInfo` is what the Snakefile asks of a source (grid size, valid resolutions, the hash
 of its resolved parameters); :func:`source_info` builds it once per source.
 """
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import functools
 import json
+import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from opflow.compat import DataShape, check_pair, hparams_of, pairs_of_targets
-from opflow.config import Problems, WorkflowConfig, check_workflow, parse_workflow
+from opflow.config import BASE_CONFIG, Problems, WorkflowConfig, check_workflow, load_config_files, parse_workflow
 from opflow.data.errors import ConfigError, DatasetError, MissingStackError
 from opflow.data.provenance import params_hash
 from opflow.data.transforms import GRID_DIMS, is_periodic, stride_for
@@ -233,6 +240,54 @@ def check_config(config: Mapping[str, Any], targets: Sequence[str] | None = None
         problems.check(check_targets, wf, wf.targets if targets is None else targets)
     problems.raise_any()
     return wf
+
+
+def load_workflow(
+    config: Mapping[str, Any] | Sequence[str | os.PathLike[str]], *, pairs: Sequence[tuple[str, str]] = ()
+) -> WorkflowConfig:
+    """The workflow config, read and checked: the one loader of both entry points.
+
+    Snakemake (``rules/common.smk``) passes the mapping it merged from the Snakefile's
+    ``configfile:`` (:data:`opflow.config.BASE_CONFIG`) and every ``--configfile``; ``opflow train``
+    and ``opflow run-config`` with ``--config FILE...`` pass the files, read and deep-merged here in
+    order as ``--configfile`` merges them (:func:`opflow.config.load_config_files`, which names a
+    file that is not YAML or not a mapping). Both then get the same checks: :func:`check_config`
+    (the typed tree, the cross checks of both halves, the profile's ``targets``), and
+    :func:`check_pairs` for ``pairs`` (what Snakemake checks for a target given on its command
+    line while it builds the DAG; ``opflow train`` gives its own dataset and model).
+
+    Files alone leave the base out: when they leave a required key unset and none of them is the
+    base, the error's first line says that they are an overlay and names the file to put first.
+    """
+    files = None if isinstance(config, Mapping) else [str(f) for f in config]
+    if files is not None:
+        config = load_config_files(files)
+    try:
+        wf = check_config(config)  # type: ignore[arg-type]
+        if pairs:
+            check_pairs(wf, list(pairs))
+    except ConfigError as e:
+        hint = _overlay_hint(files, e.problems) if files is not None else None
+        raise ConfigError.collect([hint, *e.problems] if hint else e.problems) from None
+    return wf
+
+
+def _overlay_hint(files: Sequence[str], problems: Sequence[str]) -> str | None:
+    """The line saying that ``files`` are an overlay of the base config, when a required key is
+    missing and none of them is that base (None otherwise)."""
+    if not any("missing required key" in p for p in problems):
+        return None
+    base = Path(__file__).resolve().parents[1] / BASE_CONFIG
+    if any(Path(f).resolve() == base for f in files):
+        return None
+    shown = base if base.exists() else Path(BASE_CONFIG)
+    with contextlib.suppress(ValueError):
+        shown = shown.relative_to(Path.cwd())
+    given = " ".join(files)
+    return (
+        f"{given}: a required key is missing, so {'these files are' if len(files) > 1 else 'this file is'} an overlay of the "
+        f"workflow's base config {shown} (Snakemake reads it first, then every --configfile); give --config {shown} {given}"
+    )
 
 
 # --------------------------------------------------------------------------- what a dataset view will look like

@@ -273,6 +273,15 @@ class DatasetWriter:
         except (OSError, RuntimeError) as e:
             self._fail(e)
 
+    def bytes_on_disk(self) -> int:
+        """Flush what was written so far to the temporary file and return its size on disk: how a
+        writer whose output size is not known in advance (a shard) extrapolates from its first samples."""
+        try:
+            self._nc.sync()
+        except (OSError, RuntimeError) as e:
+            self._fail(e)
+        return written_bytes(self.tmp) or 0
+
     def close(self) -> Path:
         missing = {n: int((~w).sum()) for n, w in self._written.items() if not w.all()}
         if missing:

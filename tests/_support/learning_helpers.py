@@ -100,8 +100,13 @@ def cloud_dataset(path: Path, counts: list[int], n_test: int = 1, code: bool = F
 
 
 def tiny_config(epochs: int = 3, **training) -> dict:
-    """A workflow config with one dataset and the tiny model (paths filled in by the tests)."""
+    """A workflow config with one dataset and the tiny model (paths filled in by the tests).
+
+    A whole config, as the workflow checks it (``opflow train --config`` runs the same checks): the
+    dataset's source is a real generator's 16 x 16 grid (nothing is generated; the tests write the
+    file :func:`grid_dataset`)."""
     return {
+        "sources": {"toy_src": {"solver": "darcy_fd", "n_samples": 16, "seed": 0, "params": {"resolution": 16}}},
         "datasets": {"toy": {"source": "toy_src", "resolution": 16, "train": 12, "test": 4}},
         "models": {"mlp": {"arch": TEST_ARCH, "width": 16}},
         "training": {"epochs": epochs, "batch_size": 4, "seed": 0, "device": "cpu", "threads": 1, **training},

@@ -103,6 +103,54 @@ def test_train_into_a_folder_with_the_finished_model_does_nothing_unless_restart
     assert "already trained" not in capsys.readouterr().err and model.read_bytes() != before
 
 
+def test_a_config_file_that_is_not_a_yaml_mapping_is_named(project: dict, capsys: pytest.CaptureFixture[str]) -> None:
+    """Snakemake says 'Config file must be given as JSON or YAML with keys at top level' without the
+    file's name, before the Snakefile runs (nothing of the workflow can check first); the CLI names it.
+    Before (issue 39) a file that is not YAML at all ended ``opflow train --config`` in a traceback."""
+    listed, broken = project["root"] / "list.yaml", project["root"] / "broken.yaml"
+    listed.write_text("- a\n- b\n")
+    broken.write_text("training: {epochs: 3\n")
+    args = ["run-config", "--dataset", "toy", "--model", "mlp", "--config", str(project["cfg"])]
+    assert main([*args, str(listed)]) == 2
+    assert capsys.readouterr().err == f"opflow: {listed}: a config file holds a mapping of keys at top level (root, sources, datasets, models, training, ...), not a list\n"
+    assert main([*args, str(broken)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"opflow: {broken}: not a valid YAML file (") and err.count("\n") == 1 and "Traceback" not in err, err
+
+
+def test_an_interrupted_restart_prints_the_command_that_resumes_it_and_keeps_the_folder_consistent(
+    project: dict, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Before (issue 39): ``resume with the same command``, which discarded the checkpoint again, and
+    curves.* of the 2 new epochs beside the kept model.pt of the old run."""
+    import shlex
+
+    from opflow.records import ModelRecord
+
+    out = project["root"] / "models" / "toy_mlp"
+    args = ["train", "--config", str(project["cfg"]), "--dataset", "toy", "--model", "mlp", "--data", str(project["data"]),
+            "--out-dir", str(out), "--no-progress", "--threads", "1"]  # fmt: skip
+    assert main(args) == 0
+    model = out / "model.pt"
+    kept = {f: (out / f).read_bytes() for f in ("model.pt", "curves.csv", "curves.json", "curves.png")}
+    capsys.readouterr()
+
+    restart = [*args, "--restart", "--max-epochs-this-call", "2"]
+    assert main(restart) == 0
+    resume = shlex.join(["opflow", *args, "--max-epochs-this-call", "2"])
+    assert f"stopped after epoch 2; resume without --restart: {resume} ({out / 'checkpoint.pt'})" in capsys.readouterr().err.splitlines()
+    assert {f: (out / f).read_bytes() for f in kept} == kept, "model.pt and the curves that describe it are kept as they were"
+    assert [c["epoch"] for c in json.loads((out / "checkpoint-curves.json").read_text())] == [1, 2]
+    assert (out / "checkpoint-curves.csv").exists() and (out / "checkpoint-curves.png").exists()
+
+    assert main(shlex.split(resume)[1:]) == 0  # the printed command resumes: epoch 3 of 3, and the run completes
+    assert "--- resumed at epoch 2 (" in (out / "train.log").read_text()
+    assert ModelRecord.load(model).epochs == 3 and model.read_bytes() != kept["model.pt"]
+    assert [c["epoch"] for c in json.loads((out / "curves.json").read_text())] == [1, 2, 3]
+    assert json.loads((out / "curves.json").read_text()) == ModelRecord.load(model).curves
+    assert sorted(p.name for p in out.iterdir()) == ["curves.csv", "curves.json", "curves.png", "model.pt", "train.log"]
+
+
 def test_config_mistakes_exit_2_with_the_key_named(project: dict, capsys: pytest.CaptureFixture[str]) -> None:
     cfg = yaml.safe_load(project["cfg"].read_text())
     cfg["training"]["epoch"] = 3
@@ -123,6 +171,20 @@ def test_config_mistakes_exit_2_with_the_key_named(project: dict, capsys: pytest
 
 
 ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_a_profile_overlay_alone_is_named_as_one_with_the_base_to_put_first(capsys: pytest.CaptureFixture[str]) -> None:
+    """Before: ``sources.darcy_piecewise: missing required key 'solver'`` and nothing more (issue 39).
+    Snakemake reads config/default.yaml first; ``--config`` merges exactly the files given."""
+    quick = str(ROOT / "config" / "quick.yaml")
+    args = ["run-config", "--dataset", "darcy", "--model", "ono"]
+    assert main([*args, "--config", quick]) == 2
+    err = capsys.readouterr().err.splitlines()
+    assert err[0].startswith(f"opflow: {quick}: a required key is missing, so this file is an overlay of the workflow's base config "), err
+    assert err[0].endswith(f"config/default.yaml {quick}") and "give --config " in err[0], err
+    assert "sources.darcy_piecewise: missing required key 'solver'" in err[1]
+    assert main([*args, "--config", str(ROOT / "config" / "default.yaml"), quick]) == 0  # what the line says to do
+    assert json.loads(capsys.readouterr().out)["data"]["resolution"] == 43  # the quick size
 
 
 def opflow_subprocess(*args: str) -> subprocess.CompletedProcess:
@@ -262,6 +324,40 @@ def test_show_prints_string_metrics_and_names_those_it_does_not_print(project: d
     assert main(["show", str(project["root"] / "r.json")]) == 0
     shown = capsys.readouterr().out.splitlines()
     assert "  note: diverged at epoch 36" in shown and "  (in the file, not shown: metrics per_channel)" in shown, shown
+
+
+@pytest.mark.parametrize(
+    ("where", "value", "named"),
+    [
+        (("metrics", "rel_l2_mean"), "abc", 'metrics.rel_l2_mean is "abc" (a string), not a number'),
+        (("metrics", "n_samples"), None, "metrics.n_samples is null, not a number"),
+        (("metrics", "rel_l2_max"), True, "metrics.rel_l2_max is true (a boolean), not a number"),
+    ],
+)
+def test_show_refuses_a_statistic_that_is_not_a_number(project: dict, capsys: pytest.CaptureFixture[str], where: tuple, value: object, named: str) -> None:
+    """Before (issue 39): ``rel_l2_mean: "abc"`` was printed with exit 0, where ``metrics: null`` was
+    refused. A statistic (rel_l2_*, n_samples) is a number; other string entries are notes, printed."""
+    good = json.loads((ROOT / "published" / "burgers512_fno1d" / "result.json").read_text())
+    good[where[0]][where[1]] = value
+    path = project["root"] / "r.json"
+    path.write_text(json.dumps(good))
+    assert main(["show", str(path)]) == 2
+    out = capsys.readouterr()
+    assert out.out == "" and out.err.splitlines() == [
+        f"opflow: {path}: {named}: the file is damaged or was edited; re-evaluate (delete it and rerun opflow evaluate, or its snakemake target)"
+    ]
+
+
+def test_show_into_a_pipe_closed_by_its_reader_ends_quietly() -> None:
+    """Before (issue 39): ``opflow show FILE | head -5`` could end in a BrokenPipeError traceback. The
+    reader here closes the pipe before anything is written; the status is a shell's for ``cat | head``."""
+    from opflow.cli import EX_PIPE_CLOSED
+
+    files = sorted(str(p) for p in (ROOT / "published").glob("*/result.json"))
+    proc = subprocess.Popen([sys.executable, "-m", "opflow.cli", "show", *files], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT)
+    proc.stdout.close()
+    err = proc.stderr.read()
+    assert proc.wait(timeout=120) == EX_PIPE_CLOSED == 141 and err == "", err
 
 
 def test_inspect_and_validate_name_a_json_file_and_a_directory_without_advising_deletion(project: dict, capsys: pytest.CaptureFixture[str]) -> None:

@@ -312,7 +312,8 @@ def test_a_diverged_run_stops_with_the_epochs_named_and_resumes_with_the_check_o
 def test_a_finished_run_is_not_trained_again_and_another_run_does_not_replace_it(
     data: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Decided from what model.pt records (run hash, data fingerprint, epochs), before any data is read."""
+    """Decided from what model.pt records (run hash, data fingerprint, epochs), before the data are loaded
+    (the fingerprint hashes the training split as stored; nothing is built from it)."""
     import opflow.train
     import opflow.train_step
 
@@ -361,3 +362,91 @@ def test_a_finished_run_is_not_trained_again_and_another_run_does_not_replace_it
     with pytest.raises(RunMismatchError, match=r"model\.pt is a finished model of another run; differing: it cannot be read .*--restart"):
         train(other, data, tmp_path, progress=False)
     assert model.read_bytes() == b"not a model"
+
+
+def _relabel(src: Path, dst: Path, edit) -> Path:
+    """A copy of ``src`` with the same global attributes, edited in place by ``edit(nc)``."""
+    import shutil
+
+    import netCDF4
+
+    shutil.copyfile(src, dst)
+    with netCDF4.Dataset(dst, "a") as nc:
+        edit(nc)
+    return dst
+
+
+def test_a_finished_model_is_not_already_trained_on_other_data_with_the_same_attributes(data: Path, tmp_path: Path) -> None:
+    """Issue 39: the provenance attributes say what a file was made as, not what it holds. A file
+    with every split relabelled train (or a training sample changed) kept them, and the finished
+    model counted as trained on it. What training read is now compared: the training split's size
+    and content hash."""
+    from opflow.records import TRAIN_SPLIT_KEY, data_fingerprint
+
+    run = run_of(data, epochs=2)
+    out = tmp_path / "m"
+    train(run, data, out, progress=False)
+    model = out / "model.pt"
+    assert ModelRecord.load(model).data_fingerprint[TRAIN_SPLIT_KEY]["n"] == 12
+
+    def all_train(nc) -> None:
+        nc.variables["split"][:] = 0
+
+    def one_value(nc) -> None:
+        nc.variables["coeff"][0, 0, 0] = nc.variables["coeff"][0, 0, 0] + 1.0
+
+    everything = _relabel(data, tmp_path / "all_train.nc", all_train)
+    edited = _relabel(data, tmp_path / "edited.nc", one_value)
+    fp, fp_all, fp_edited = (data_fingerprint(f) for f in (data, everything, edited))
+    assert {k: v for k, v in fp.items() if k != TRAIN_SPLIT_KEY} == {k: v for k, v in fp_all.items() if k != TRAIN_SPLIT_KEY}  # the attributes agree
+    with pytest.raises(RunMismatchError, match=r"differing: data file train_split: 12 -> 16 training samples\. Rerun with --restart"):
+        train(run, everything, out, progress=False)
+    with pytest.raises(RunMismatchError, match=r"differing: data file train_split: the same count, other contents"):
+        train(run, edited, out, progress=False)
+    assert fp_edited[TRAIN_SPLIT_KEY]["n"] == 12 and data_fingerprint(data) == fp  # deterministic
+    assert train(run, data, out, progress=False).already_finished
+
+
+def test_records_written_before_the_training_split_digest_are_compared_on_their_attributes(data: Path, tmp_path: Path) -> None:
+    """A model.pt or checkpoint.pt without ``train_split`` (every one written before it existed, the
+    published ones among them) keeps counting as this run on this data: nothing was retrained or
+    restarted because the fingerprint grew a key. The run hash does not involve the data file."""
+    from opflow.records import TRAIN_SPLIT_KEY
+
+    run = run_of(data, epochs=2)
+    cut = tmp_path / "cut"
+    train(run, data, cut, progress=False, max_epochs_this_call=1)
+    ck = torch.load(cut / CHECKPOINT_NAME, weights_only=False)
+    del ck["data_fingerprint"][TRAIN_SPLIT_KEY]
+    torch.save(ck, cut / CHECKPOINT_NAME)
+    res = train(run, data, cut, progress=False)
+    assert res.complete and res.resumed_from == 1
+
+    rec = ModelRecord.load(cut / "model.pt")
+    del rec.data_fingerprint[TRAIN_SPLIT_KEY]
+    rec.save(cut / "model.pt")
+    assert train(run, data, cut, progress=False).already_finished
+
+
+def test_an_empty_split_is_named_with_its_file_before_anything_is_built(tmp_path: Path) -> None:
+    """Before (issue 39): ``the dataset split is empty; check the split sizes of the dataset``, naming
+    neither the file nor the split."""
+    from opflow.data.errors import DatasetError
+
+    no_test = grid_dataset(tmp_path / "no_test.nc", n_train=12, n_test=0)
+    with pytest.raises(DatasetError, match=rf"^{re.escape(str(no_test))}: the test split is empty \(no sample is labelled 'test'\); "
+                                           r"the curves and the evaluation need test samples: check the split sizes of datasets\.toy"):
+        train(run_of(no_test, epochs=1), no_test, tmp_path / "m", progress=False)
+    assert not (tmp_path / "m" / "checkpoint.pt").exists()
+
+
+def test_an_unreadable_checkpoint_under_the_workflow_says_to_delete_it(data: Path, tmp_path: Path) -> None:
+    """Before (issue 39): '--restart', which is no snakemake option. The workflow's jobs pass
+    restart_if_changed; the message then names the file to delete and that the same command retrains."""
+    (tmp_path / CHECKPOINT_NAME).write_bytes(b"\x80\x04truncated")
+    ck = tmp_path / CHECKPOINT_NAME
+    with pytest.raises(RunMismatchError, match=rf"^{re.escape(str(ck))}: cannot read the checkpoint \(.*\); delete it \(rm {re.escape(str(ck))}\) "
+                                               r"and run the same command again \(a snakemake job then trains from scratch\)$"):
+        train(run_of(data, epochs=1), data, tmp_path, progress=False, restart_if_changed=True)
+    with pytest.raises(RunMismatchError, match=r"cannot read the checkpoint .*; delete it or rerun with --restart$"):
+        train(run_of(data, epochs=1), data, tmp_path, progress=False)  # by hand

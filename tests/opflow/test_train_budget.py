@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shlex
 import subprocess
 import sys
 from pathlib import Path
@@ -165,6 +166,21 @@ def test_cli_exits_75_with_one_line_and_the_same_command_resumes(
     # --max-epochs-this-call keeps exiting 0
     assert main(cli_args(data, run, tmp_path / "epochs", "--max-epochs-this-call", "1")) == 0
     assert "stopped after epoch 1" in capsys.readouterr().err
+
+
+def test_a_restart_stopped_by_the_budget_says_to_resume_without_restart(
+    data: Path, tmp_path: Path, clock: FakeClock, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Before (issue 39): 'rerun the same command to resume', and the same command (with --restart)
+    discarded the checkpoint again."""
+    run = run_of(data, epochs=4)
+    args = cli_args(data, run, tmp_path / "cut", "--max-minutes-this-call", "2.5")
+    assert main([*args, "--restart"]) == EX_TEMPFAIL
+    err = capsys.readouterr().err.splitlines()
+    assert [ln for ln in err if "stopped after epoch 2 of 4" in ln][0].endswith("; rerun the same command without --restart to resume")
+    assert err[-1] == f"opflow: resume with: {shlex.join(['opflow', *args])}"
+    assert main(args) == 0  # that command resumes, and the run completes
+    assert "--- resumed at epoch 2 (" in (tmp_path / "cut" / LOG_NAME).read_text() and (tmp_path / "cut" / "model.pt").exists()
 
 
 def test_cli_takes_the_budget_from_the_environment_and_the_flag_wins(

@@ -14,11 +14,12 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import yaml
 
 from opflow.config import deep_merge, load_config_files
 from opflow.data.errors import ConfigError
 from opflow.data.format import read_dataset, validate
-from solvers.config import check_config
+from solvers.config import check_config, load_workflow
 from workflow_helpers import PROFILES, ROOT, TINY, snakemake
 
 
@@ -129,15 +130,40 @@ BAD = [
     ({"datasets": {"kolmogorov": {"view": {"output_frame": 5}}}}, "datasets.kolmogorov.view.output_frame: 5 but source 'kolmogorov' has 2 frames"),
     ({"sources": {"darcy_piecewise": {"mpi_ranks": 2}}}, "sources.darcy_piecewise.mpi_ranks: 2 but solver 'darcy_fd' does not run under MPI"),
     ({"training": {"gpus": 1, "device": "cpu"}}, "gpus: 1 but device is 'cpu'"),
+    # what `opflow train --config` trained anyway before it used the workflow's loader (issue 39)
+    ({"trainig": {"epochs": 5}}, "<top level>: unknown key 'trainig'; allowed: datasets, evaluate, models, root, runs, sources, targets, training"),
+    ({"datasets": {"darcy": {"train": 100000}}}, "datasets.darcy: train + val + test = 100008 samples but sources.darcy_piecewise.n_samples is 24"),
 ]
 
 
-@pytest.mark.parametrize(("change", "message"), BAD, ids=[m.split(":")[0] + f"-{i}" for i, (_, m) in enumerate(BAD)])
+BAD_IDS = [m.split(":")[0] + f"-{i}" for i, (_, m) in enumerate(BAD)]
+
+
+@pytest.mark.parametrize(("change", "message"), BAD, ids=BAD_IDS)
 def test_bad_config_is_named_at_load_time(change: dict, message: str) -> None:
+    """What rules/common.smk does with the config Snakemake merged."""
     cfg = deep_merge(deep_merge(load_config_files([str(p) for p in PROFILES["quick"]]), TINY), change)
     with pytest.raises(ConfigError) as e:
-        check_config(cfg)
+        load_workflow(cfg)
     assert message in str(e.value)
+
+
+@pytest.mark.parametrize(("change", "message"), BAD, ids=BAD_IDS)
+def test_opflow_train_by_hand_refuses_every_config_the_workflow_refuses(change: dict, message: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """The same files through ``opflow train --config``: the same line, exit 2, before the data file
+    is opened (it does not exist) and before the output folder is made. Before issue 39 the CLI
+    parsed only the pair's part of the config: a top-level typo or a split larger than its source
+    trained the full run."""
+    from opflow.cli import main
+
+    files = [str(p) for p in PROFILES["quick"]]
+    for name, part in (("tiny.yaml", TINY), ("change.yaml", change)):
+        (tmp_path / name).write_text(yaml.safe_dump(part))
+        files.append(str(tmp_path / name))
+    args = ["train", "--config", *files, "--dataset", "darcy", "--model", "ono", "--data", str(tmp_path / "absent.nc"), "--out-dir", str(tmp_path / "m")]
+    assert main(args) == 2
+    assert message in capsys.readouterr().err
+    assert not (tmp_path / "m").exists()
 
 
 def test_every_mistake_of_a_config_is_reported_at_once() -> None:
@@ -156,10 +182,14 @@ def test_every_mistake_of_a_config_is_reported_at_once() -> None:
     assert str(e.value) == "\n".join(e.value.problems)
 
 
-def test_snakemake_stops_before_any_job_with_the_key_named(tmp_path: Path) -> None:
-    run = snakemake(tmp_path, deep_merge(TINY, {"models": {"ono": {"n_layers": -2}}}), "out/results/darcy_ono.json", extra=("-n",))
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [({"models": {"ono": {"n_layers": -2}}}, "models.ono.n_layers: -2 must be >= 1"), ({"trainig": {"epochs": 5}}, "<top level>: unknown key 'trainig'")],
+)
+def test_snakemake_stops_before_any_job_with_the_key_named(tmp_path: Path, change: dict, message: str) -> None:
+    run = snakemake(tmp_path, deep_merge(TINY, change), "out/results/darcy_ono.json", extra=("-n",))
     assert run.returncode != 0
-    assert "opflow: config error at models.ono.n_layers: -2 must be >= 1" in run.stderr, run.stderr[-2000:]
+    assert f"opflow: config error at {message}" in run.stderr, run.stderr[-2000:]
     assert "Building DAG" not in run.stderr + run.stdout
     assert not (tmp_path / "out").exists()
 
@@ -190,6 +220,36 @@ def test_a_model_that_does_not_fit_its_data_stops_the_dry_run_before_any_job(tmp
     assert run.returncode != 0
     assert "opflow: config error at elasticity_fno: models.fno (fno) on datasets.elasticity: fno needs a regular grid, but it is a 2-D point cloud" in text, text[-3000:]
     assert "Traceback" not in text and "rule shard" not in text and "Job stats" not in text
+
+
+def test_a_failed_job_s_one_line_reason_is_on_the_terminal(tmp_path: Path) -> None:
+    """Before (issue 39): the reason was only in the job's log; Snakemake names the log. A shard whose
+    solver cannot converge (maxiter 1) fails: the Snakefile's onerror prints its log's last line."""
+    bad = deep_merge(TINY, {"sources": {"darcy_piecewise": {"params": {"maxiter": 1, "amg_fallback": False}}}})
+    run = snakemake(tmp_path, bad, "out/data/sources/darcy_piecewise/shard-0-8.nc")
+    assert run.returncode != 0
+    lines = [ln for ln in run.stderr.splitlines() if ln.startswith("opflow: rule shard failed: ")]
+    assert len(lines) == 1, run.stderr[-3000:]
+    assert "error: Darcy FD solve at 421x421 did not converge" in lines[0] and "(sample 0, seed 20240421)" in lines[0], lines[0]
+    assert lines[0].endswith("(log: out/logs/shard/darcy_piecewise-0-8.log)")
+
+
+def test_a_damaged_checkpoint_in_a_train_job_says_on_the_terminal_what_to_do_in_the_workflow(tiny_run, tmp_path: Path) -> None:
+    """Before (issue 39): the refusal was only in the train log and its fix was '--restart', which is no
+    snakemake option. Now the terminal names the file to delete; then the same command trains."""
+    import shutil
+
+    work = tmp_path / "wf"
+    shutil.copytree(tiny_run[0], work, symlinks=True)
+    folder = work / "out/models/darcy43_ono"
+    (folder / "model.pt").unlink()
+    (folder / "checkpoint.pt").write_bytes(b"\x80\x04truncated")
+    run = snakemake(work, TINY, "out/models/darcy43_ono/model.pt")
+    assert run.returncode != 0
+    lines = [ln for ln in run.stderr.splitlines() if ln.startswith("opflow: rule train failed: ")]
+    assert len(lines) == 1, run.stderr[-3000:]
+    assert "out/models/darcy43_ono/checkpoint.pt: cannot read the checkpoint (" in lines[0], lines[0]
+    assert "delete it (rm out/models/darcy43_ono/checkpoint.pt) and run the same command again (a snakemake job then trains from scratch)" in lines[0]
 
 
 def test_lint_is_clean_and_rule_all_is_the_default_target(tmp_path: Path) -> None:

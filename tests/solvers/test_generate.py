@@ -95,6 +95,41 @@ def test_solver_failure_names_sample_and_seed_and_leaves_no_file(tmp_path: Path)
     assert list(tmp_path.iterdir()) == []
 
 
+def test_a_shard_without_room_is_refused_before_any_solve(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Before (issue 39): every sample of a shard was solved, then the write failed."""
+    import opflow.atomic as atomic
+    from opflow.data.errors import DiskFullError
+
+    solved = []
+    monkeypatch.setattr(Noise, "generate", lambda self, seed, idx: solved.append(len(idx)) or {})
+    monkeypatch.setattr(atomic, "free_bytes", lambda path: 100)
+    out = tmp_path / "s" / "shard-0-10.nc"
+    with pytest.raises(DiskFullError) as e:
+        write_shard(Noise(NoiseParams()), 11, 0, 10, out, progress=False)
+    assert str(e.value).startswith(f"{out}: no space left on device: the file system {atomic.mount_point(out)} has 100 bytes free; "
+                                   "its first 3 sample(s) take up to 288 bytes; nothing was solved (samples 0:10); free space on "), str(e.value)
+    assert solved == [] and not out.parent.exists() or list(out.parent.iterdir()) == []
+
+
+def test_a_shard_whose_rest_will_not_fit_stops_after_its_first_block(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The compressed size is known from the first block: 3 of 10 samples solved, not 10."""
+    import opflow.atomic as atomic
+    from opflow.data.errors import DiskFullError
+
+    calls = []
+    real = Noise.generate
+    monkeypatch.setattr(Noise, "generate", lambda self, seed, idx: calls.append(len(idx)) or real(self, seed, idx))
+    gen = Noise(NoiseParams(resolution=20_000))  # 240 kB per sample uncompressed, white noise: barely compresses
+    monkeypatch.setattr(atomic, "free_bytes", lambda path: 1_200_000)  # the first block fits, the other 7 samples do not
+    out = tmp_path / "shard-0-10.nc"
+    with pytest.raises(DiskFullError, match=r"at the compressed size of the first 3, the other 7 samples would take about \d+ bytes .*; "
+                                            r"stopped before solving them \(samples 0:10: 3 solved, nothing kept\)"):
+        write_shard(gen, 11, 0, 10, out, progress=False)
+    assert calls == [3] and list(tmp_path.iterdir()) == []
+    monkeypatch.setattr(atomic, "free_bytes", lambda path: 2**40)
+    assert read_dataset(write_shard(gen, 11, 0, 10, out, progress=False))["u"].shape == (10, 20_000)
+
+
 def test_empty_shard_range_is_a_config_error(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="empty or negative"):
         write_shard(Noise(NoiseParams()), 0, 5, 5, tmp_path / "s.nc", progress=False)
