@@ -115,6 +115,79 @@ def build_optimizer(model: nn.Module, name: str, lr: float, weight_decay: float)
     raise ConfigError(f"training.optimizer: {name!r} is not one of {list(OPTIMIZERS)}")
 
 
+def graph_step_supported(optimizer: torch.optim.Optimizer) -> str | None:
+    """Why :func:`adam_step_on_device` cannot stand in for ``optimizer.step()`` (None: it can)."""
+    if not isinstance(optimizer, torch.optim.Adam | torch.optim.AdamW) or isinstance(optimizer, LegacyComplexAdam):
+        return f"{type(optimizer).__name__} is not Adam or AdamW"
+    for g in optimizer.param_groups:
+        flags = [k for k in ("amsgrad", "maximize", "differentiable", "fused") if g.get(k)]
+        if flags:
+            return f"the options {flags} of {type(optimizer).__name__}"
+        counts = {float(optimizer.state[p]["step"]) for p in g["params"] if p in optimizer.state and "step" in optimizer.state[p]}
+        if len(counts) > 1:
+            return "its parameters have taken different numbers of steps"
+    return None
+
+
+@torch.no_grad()
+def adam_step_on_device(optimizer: torch.optim.Optimizer, hyper: list[tuple[dict[str, Any], torch.Tensor, torch.Tensor, torch.Tensor]]) -> None:
+    """``optimizer.step()`` of an Adam / AdamW whose learning rate and betas are read from device tensors.
+
+    For each ``(param_group, lr, beta1, beta2)`` of ``hyper`` (0-dim tensors on the parameters'
+    device), with ``g`` the gradient, ``t`` the step count after this step, ``lambda`` the group's
+    weight decay (Loshchilov & Hutter 2019, Algorithm 2; Kingma & Ba 2015)::
+
+        theta <- theta (1 - lr lambda)                     (AdamW; Adam adds lambda theta to g)
+        m <- beta1 m + (1 - beta1) g,   v <- beta2 v + (1 - beta2) g^2
+        theta <- theta - lr / (1 - beta1^t) * m / (sqrt(v / (1 - beta2^t)) + eps)
+
+    the update of ``torch.optim.AdamW`` / ``Adam`` (equal to it within rounding, tested), on the same
+    state tensors (``step``, ``exp_avg``, ``exp_avg_sq`` of ``optimizer.state``, created as torch creates
+    them), so checkpoints and a later ``optimizer.step()`` carry on from it. Every operation reads the
+    hyperparameters on the device, so the step can be captured in a CUDA graph while the 1cycle schedule
+    changes ``lr`` and ``beta1`` between replays (:mod:`opflow.train_step`). Written here because
+    ``torch.optim.Adam(capturable=True)`` with tensor betas converts ``1 - beta1`` to a host number in
+    ``_foreach_lerp_`` (PyTorch 2.11, found on an H200: "operation not permitted when stream is
+    capturing"), and a float ``beta1`` would be frozen into the graph. Needs the parameters of a group
+    to have taken the same number of steps (:func:`graph_step_supported`).
+    """
+    decoupled = isinstance(optimizer, torch.optim.AdamW)
+    for group, lr, beta1, beta2 in hyper:
+        decoupled = group.get("decoupled_weight_decay", decoupled)
+        params = [p for p in group["params"] if p.grad is not None]
+        if not params:
+            continue
+        grads = [p.grad for p in params]
+        states = [optimizer.state[p] for p in params]
+        for p, st in zip(params, states, strict=True):
+            if not st:
+                st["step"] = torch.zeros((), dtype=torch.float32, device=p.device)
+                st["exp_avg"] = torch.zeros_like(p, memory_format=torch.preserve_format)
+                st["exp_avg_sq"] = torch.zeros_like(p, memory_format=torch.preserve_format)
+        steps = [st["step"] for st in states]
+        m, v = [st["exp_avg"] for st in states], [st["exp_avg_sq"] for st in states]
+        torch._foreach_add_(steps, 1)
+        wd = group["weight_decay"]
+        if wd and decoupled:
+            torch._foreach_mul_(params, 1 - lr * wd)
+        elif wd:
+            grads = torch._foreach_add(grads, params, alpha=wd)
+        torch._foreach_mul_(m, beta1)
+        torch._foreach_add_(m, torch._foreach_mul(grads, 1 - beta1))
+        g2 = torch._foreach_mul(grads, grads)
+        torch._foreach_mul_(g2, 1 - beta2)
+        torch._foreach_mul_(v, beta2)
+        torch._foreach_add_(v, g2)
+        t = steps[0].to(beta1.dtype)
+        step_size = lr / (1 - beta1**t)
+        denom = torch._foreach_sqrt(v)
+        torch._foreach_div_(denom, (1 - beta2**t).sqrt())
+        torch._foreach_add_(denom, group["eps"])
+        update = torch._foreach_div(m, denom)
+        torch._foreach_mul_(update, -step_size)
+        torch._foreach_add_(params, update)
+
+
 def portable_state_dict(optimizer: torch.optim.Optimizer) -> dict[str, Any]:
     """``optimizer.state_dict()`` as any machine can load it: hyperparameters held as tensors (the
     CUDA-graph step's learning rate and betas, :mod:`opflow.train_step`) as numbers, ``capturable``
@@ -140,4 +213,7 @@ def portable_state_dict(optimizer: torch.optim.Optimizer) -> dict[str, Any]:
     return {"state": state, "param_groups": groups}
 
 
-__all__ = ["OPTIMIZERS", "LegacyComplexAdam", "build_optimizer", "complex_pair_parameters", "portable_state_dict"]
+__all__ = [
+    "OPTIMIZERS", "LegacyComplexAdam", "adam_step_on_device", "build_optimizer", "complex_pair_parameters", "graph_step_supported",
+    "portable_state_dict",
+]

@@ -16,13 +16,14 @@ Three ways to run it, chosen by the training settings, all computing the same st
   loss in one graph; the backward is compiled from it).
 * **CUDA graph** (``training.cuda_graphs``, CUDA only): the whole step, AdamW and clipping included,
   captured once into a ``torch.cuda.CUDAGraph`` and replayed per batch; the batch is copied into the
-  captured input tensors. AdamW runs with ``capturable=True`` and reads its learning rate and
-  ``beta1`` from device tensors, which are set from the schedule after each step (the 1cycle schedule
-  cycles both). The capture runs three warm-up steps first (on a side stream, as CUDA graphs need);
+  captured input tensors. The captured Adam(W) update (:func:`opflow.optim.adam_step_on_device`) reads
+  its learning rate and betas from device tensors, which are set from the schedule after each step
+  (the 1cycle schedule cycles both). The capture runs three warm-up steps first (on a side stream, as CUDA graphs need);
   every parameter, buffer, optimizer state and RNG state is restored afterwards, so the run is the
   one the eager step would train. A batch of another shape (the last, smaller batch of an epoch) takes
   the eager step. Where the capture fails (an operation that cannot be captured, DDP), the run goes on
-  with the eager step after one warning line.
+  with the eager step after one warning line; for a model with dropout it stops with an error instead
+  (after an aborted capture PyTorch cannot draw random numbers on the GPU any more).
 
 The step returns the batch's loss as a device tensor; the trainer sums it over the epoch and reads
 it once per epoch (:meth:`opflow.train.Trainer.epoch`).
@@ -40,6 +41,7 @@ from torch import Tensor, nn
 from opflow.data.torch_data import Normalizers, output_mask
 from opflow.inference import forward
 from opflow.metrics import training_loss
+from opflow.optim import adam_step_on_device, graph_step_supported
 
 log = logging.getLogger("opflow.train")
 
@@ -173,14 +175,16 @@ class TrainStep:
         if self.graph is not None and _signature(b) == self._signature:
             _tree_copy_(self._static_batch, b)
             self.graph.replay()
+            self.optimizer._opt_called = True  # type: ignore[attr-defined]  # what optimizer.step() marks: the scheduler then knows it stepped
             loss = self._static_loss
         else:
             loss = self._eager(b)
         self.lr_used = float(self.optimizer.param_groups[0]["lr"])
         self.scheduler.step()
-        for group, lr_t, b1_t, _b2_t in self._hyper:  # the schedule's values into the graph's tensors
+        for group, lr_t, b1_t, b2_t in self._hyper:  # the schedule's values into the graph's tensors (fill kernels, no copy)
             lr_t.fill_(group["lr"])
             b1_t.fill_(group["betas"][0])
+            b2_t.fill_(group["betas"][1])
         assert loss is not None
         return loss, n
 
@@ -206,23 +210,28 @@ class TrainStep:
         torch.cuda.set_rng_state(rng[1])
 
     def _make_capturable(self, dev: torch.device) -> None:
-        """AdamW with ``capturable=True``: its step counts on the device, lr and betas as device tensors."""
+        """The step counts on the device (what a captured step increments, and what
+        ``torch.optim.AdamW(capturable=True)`` takes for an eager step afterwards), and the device tensors
+        that the captured step reads its learning rate and betas from."""
         for group in self.optimizer.param_groups:
             group["capturable"] = True
             for p in group["params"]:
                 st = self.optimizer.state.get(p)
                 if st and "step" in st and isinstance(st["step"], Tensor):
                     st["step"] = st["step"].to(device=p.device, dtype=torch.float32)
-            lr_t = torch.tensor(float(group["lr"]), dtype=torch.float32, device=dev)
-            b1_t = torch.tensor(float(group["betas"][0]), dtype=torch.float32, device=dev)
-            b2_t = torch.tensor(float(group["betas"][1]), dtype=torch.float32, device=dev)
+            lr_t, b1_t, b2_t = (torch.tensor(float(v), dtype=torch.float32, device=dev) for v in (group["lr"], *group["betas"]))
             self._hyper.append((group, lr_t, b1_t, b2_t))
 
     def _graph_body(self, b: Mapping[str, Any]) -> Tensor:
         loss = self.loss_fn(b)
         self._scaled(loss, b["inputs"].shape[0]).backward()
-        self._update()
+        if self.cfg.grad_clip is not None:
+            torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.cfg.grad_clip)
+        adam_step_on_device(self.optimizer, self._hyper)
         return loss.detach()
+
+    def _uses_dropout(self) -> bool:
+        return any(isinstance(m, nn.Dropout) and m.p > 0 for m in self.model.modules())
 
     def _try_capture(self, b: Mapping[str, Any]) -> None:
         """Capture the step for batches shaped like ``b``; on failure warn once and stay eager."""
@@ -231,16 +240,14 @@ class TrainStep:
         if dev.type != "cuda":
             self.note(logging.WARNING, f"training.cuda_graphs: the batch is on {dev}, not CUDA; the plain step runs")
             return
-        if not isinstance(self.optimizer, torch.optim.AdamW | torch.optim.Adam) or any(g.get("fused") for g in self.optimizer.param_groups):
-            self.note(logging.WARNING, f"training.cuda_graphs: {type(self.optimizer).__name__} cannot be captured here; the plain step runs")
+        why = graph_step_supported(self.optimizer)
+        if why is not None:
+            self.note(logging.WARNING, f"training.cuda_graphs: {why} cannot be captured; the plain step runs")
             return
-        floats = [(g, g["lr"], g["betas"]) for g in self.optimizer.param_groups]
         self._make_capturable(dev)  # before the snapshot: it moves the step counts to new tensors
         snap = self._snapshot()
         had_state = {id(p) for p in self.optimizer.state}
         try:
-            for group, lr_t, b1_t, b2_t in self._hyper:
-                group["lr"], group["betas"] = lr_t, (b1_t, b2_t)
             static = _tree_map(b, lambda t: t.clone())
             stream = torch.cuda.Stream()
             stream.wait_stream(torch.cuda.current_stream())
@@ -260,16 +267,19 @@ class TrainStep:
         except Exception as e:  # noqa: BLE001 - any failure of the capture: fall back, say why
             torch.cuda.synchronize()
             self._hyper = []
-            for group, lr, betas in floats:
-                group["lr"], group["betas"] = lr, betas
             fresh = [st for p, st in self.optimizer.state.items() if id(p) not in had_state]
             self._restore(snap, fresh)
             self.optimizer.zero_grad(set_to_none=True)
             first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+            if self._uses_dropout():
+                # an aborted capture leaves PyTorch's CUDA random-number state in capture mode: the next
+                # dropout would fail with "Offset increment outside graph capture" (seen on an H200)
+                raise RuntimeError(
+                    f"training.cuda_graphs: the step could not be captured ({type(e).__name__}: {first}), and this model "
+                    "uses dropout, whose random numbers cannot be drawn after a failed capture; set training.cuda_graphs: false"
+                ) from e
             self.note(logging.WARNING, f"training.cuda_graphs: the step could not be captured ({type(e).__name__}: {first}); the plain step runs")
             return
-        for group, lr, betas in floats:  # the schedule keeps working on Python numbers
-            group["lr"], group["betas"] = lr, betas
         self.graph, self._static_batch, self._static_loss, self._signature = graph, static, static_loss, _signature(b)
         self.note(logging.INFO, "training.cuda_graphs: the training step is captured as one CUDA graph")
 

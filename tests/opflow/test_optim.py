@@ -130,3 +130,51 @@ def test_the_legacy_state_survives_a_checkpoint() -> None:
     steps(resumed, opt2, 2, 3)
     for a, b in zip(straight.parameters(), resumed.parameters()):
         torch.testing.assert_close(a, b, rtol=0, atol=0)
+
+
+@pytest.mark.parametrize("kind", ["adamw", "adam"])
+def test_the_on_device_adam_step_is_torchs_step_with_the_1cycle_schedule_changing_lr_and_beta1(kind):
+    """opflow.optim.adam_step_on_device (the CUDA-graph step's update) against torch.optim.AdamW / Adam
+    over 6 steps of a OneCycle schedule that cycles lr and beta1, in float64: the same parameters
+    and state, and a torch step afterwards carries on from its state."""
+    from opflow.optim import adam_step_on_device, graph_step_supported
+
+    torch.manual_seed(0)
+    shapes = [(3, 4), (4,), (2, 2, 2)]
+    init = [torch.randn(s, dtype=torch.float64) for s in shapes]
+    grads = [[torch.randn(s, dtype=torch.float64) for s in shapes] for _ in range(7)]
+    opt_cls = torch.optim.AdamW if kind == "adamw" else torch.optim.Adam
+    runs = []
+    for ours in (False, True):
+        ps = [torch.nn.Parameter(t.clone()) for t in init]
+        opt = opt_cls(ps, lr=1e-2, weight_decay=0.1)
+        sched = torch.optim.lr_scheduler.OneCycleLR(opt, max_lr=1e-2, total_steps=10)
+        g = opt.param_groups[0]
+        hyper = [(g, *(torch.tensor(float(v), dtype=torch.float64) for v in (g["lr"], *g["betas"])))]
+        assert graph_step_supported(opt) is None
+        for k in range(6):
+            for p, gr in zip(ps, grads[k]):
+                p.grad = gr.clone()
+            if ours:
+                for (grp, lr_t, b1_t, b2_t) in hyper:
+                    lr_t.fill_(grp["lr"]), b1_t.fill_(grp["betas"][0]), b2_t.fill_(grp["betas"][1])
+                adam_step_on_device(opt, hyper)
+                opt._opt_called = True  # what optimizer.step() marks for the scheduler (as opflow.train_step does)
+            else:
+                opt.step()
+            sched.step()
+        for p, gr in zip(ps, grads[6]):  # then torch's own step, from whichever state
+            p.grad = gr.clone()
+        opt.step()
+        runs.append([p.detach().clone() for p in ps] + [opt.state[p][k] for p in ps for k in ("exp_avg", "exp_avg_sq")])
+    for a, b in zip(*runs):
+        torch.testing.assert_close(a, b, rtol=1e-12, atol=1e-14)
+
+
+def test_the_on_device_step_refuses_what_it_does_not_implement():
+    from opflow.optim import LegacyComplexAdam, graph_step_supported
+
+    p = torch.nn.Parameter(torch.ones(2))
+    assert "amsgrad" in graph_step_supported(torch.optim.AdamW([p], amsgrad=True))
+    assert "SGD" in graph_step_supported(torch.optim.SGD([p], lr=0.1))
+    assert "not Adam" in graph_step_supported(LegacyComplexAdam([{"params": [p]}]))
