@@ -6,7 +6,8 @@ Each probe warms the part up three times on a side stream, then captures it once
 ``torch.cuda.graph(..., capture_error_mode="thread_local")`` and replays it, in a process of its own
 (a failed capture can leave the process's CUDA random-number state unusable). Parts, each containing
 the one before: ``forward`` (the loss of a batch), ``backward``, ``clip`` (global-norm clipping),
-``adamw`` (AdamW with ``capturable=True``, lr and betas as device tensors); and the single operations
+``adamw`` (torch's AdamW with ``capturable=True``, lr and betas as device tensors), ``opflow_adam``
+(instead of it, :func:`opflow.optim.adam_step_on_device`, what the trainer captures); and the single operations
 ``cholesky_batched`` / ``cholesky_single`` (``torch.linalg.cholesky_ex`` in float64 on 9 or 1 matrices
 of 16 x 16, ONO's whitening). The JSON records ``ok`` or the error with its full traceback. CUDA only.
 """
@@ -26,7 +27,7 @@ from benchmarks.common import utc_timestamp, write_json_atomic
 
 ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_OUT = "benchmarks/results/graph_capture_cuda.json"
-PARTS = ("forward", "backward", "clip", "adamw")
+PARTS = ("forward", "backward", "clip", "adamw", "opflow_adam")
 OPS = ("cholesky_batched", "cholesky_single")
 TINY = {
     "fno": {"arch": "fno", "modes": 4, "width": 8, "n_layers": 2, "proj_width": 8},
@@ -54,6 +55,7 @@ def probe(family: str, part: str) -> dict[str, Any]:
             from opflow.data.torch_data import Normalizers  # noqa: F401 - import check
             from opflow.hostsync import deferred_checks
             from opflow.models import build_model
+            from opflow.optim import adam_step_on_device
             from opflow.train_step import _tree_map
 
             torch.manual_seed(0)
@@ -67,7 +69,9 @@ def probe(family: str, part: str) -> dict[str, Any]:
             opt = torch.optim.AdamW(m.parameters(), lr=1e-3, capturable=True)
             lr_t = torch.tensor(1e-3, device=dev)
             b1, b2 = torch.tensor(0.9, device=dev), torch.tensor(0.999, device=dev)
-            opt.param_groups[0]["lr"], opt.param_groups[0]["betas"] = lr_t, (b1, b2)
+            if part == "adamw":
+                opt.param_groups[0]["lr"], opt.param_groups[0]["betas"] = lr_t, (b1, b2)
+            hyper = [(opt.param_groups[0], lr_t, b1, b2)]
             k = PARTS.index(part)
 
             def body() -> Any:
@@ -78,8 +82,10 @@ def probe(family: str, part: str) -> dict[str, Any]:
                         loss.backward()
                     if k >= 2:
                         torch.nn.utils.clip_grad_norm_(m.parameters(), 0.1)
-                    if k >= 3:
+                    if part == "adamw":
                         opt.step()
+                    elif part == "opflow_adam":
+                        adam_step_on_device(opt, hyper)
                     return loss.detach()
 
             _ = _tree_map
