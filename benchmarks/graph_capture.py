@@ -144,5 +144,13 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
+def summarize(result: dict[str, Any]) -> list[str]:
+    """``SUMMARY.md`` lines: each probe, ok or its error's first line."""
+    lines = [f"- {result.get('device_name')}, torch {result.get('torch')}"]
+    for k, r in result.get("probes", {}).items():
+        lines.append(f"- {k}: {'captured and replayed' if r.get('ok') else r.get('error', '').splitlines()[0][:160]}")
+    return lines
+
+
 if __name__ == "__main__":
     sys.exit(main())

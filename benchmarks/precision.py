@@ -187,9 +187,16 @@ def summarize(result: Mapping[str, Any]) -> list[str]:
             if d:
                 lines.append(f"- fp32: mean test rel L2 {d['mean']:.4g} (seed range {d['range']:.2g})")
             continue
-        if d.get("stats"):
+        if d.get("stats") and d.get("equal_within_seed_spread") is not None:
             lines.append(f"- {p}: mean {d['stats']['mean']:.4g}, ratio to fp32 {d.get('ratio_of_means', float('nan')):.3f}, "
                          f"equal within the seed spread: {d.get('equal_within_seed_spread')}")
+        else:
+            lines.append(f"- {p}: not decided ({d.get('why')})")
+    for p, runs in (result.get("runs") or {}).items():
+        done = sorted({r.get("epochs_done") for r in runs.values()})
+        if any(not r.get("complete") for r in runs.values()):
+            lines.append(f"- {p}: runs stopped by the budget after {done} of {result.get('epochs')} epochs (epoch median "
+                         f"{statistics.median(r['epoch_s_median'] for r in runs.values() if r.get('epoch_s_median')):.1f} s, {result.get('parallel')} runs side by side)")
     return lines
 
 

@@ -676,8 +676,27 @@ def _g(x: float | None) -> str:
     return "-" if x is None else f"{x:.4g}"
 
 
+def summarize_steps(result: Mapping[str, Any]) -> list[str]:
+    """``SUMMARY.md`` lines of a ``--steps`` result: per pair and variant, the step's wall and kernel time."""
+    lines = [f"- single training steps on {result.get('device_name') or result.get('device')} (torch {result.get('versions', {}).get('torch')}); "
+             f"GPU-bound = wall <= {result.get('gpu_bound_ratio')} x kernel time",
+             "", "| pair | variant | step wall | GPU kernels | wall / kernel | captured | paper epoch (est.) |", "| --- | --- | ---: | ---: | ---: | --- | ---: |"]
+    for pair, entry in result.get("pairs", {}).items():
+        for name, v in entry.get("variants", {}).items():
+            k = v.get("step_kernel_s")
+            lines.append(
+                f"| {pair} | {name} | {1e3 * v['step_wall_s']:.1f} ms | {'-' if k is None else f'{1e3 * k:.1f} ms'} | "
+                f"{'-' if k is None else f'{v["wall_over_kernel"]:.2f}'} | {'yes' if v['effective'].get('cuda_graph') else 'no'} | "
+                f"{v.get('paper_epoch_train_s_estimate', float('nan')):.1f} s |"
+            )
+    lines += [f"- {k}: {why}" for k, why in result.get("skipped", {}).items()]
+    return lines
+
+
 def summarize(result: Mapping[str, Any]) -> list[str]:
     """``SUMMARY.md`` lines: epoch time, samples/s, peak memory and final losses per variant."""
+    if result.get("benchmark") == "train_step":
+        return summarize_steps(result)
     lines = [f"- {result.get('run', {}).get('model')} on {result.get('run', {}).get('dataset')}, {result.get('device')} "
              f"({result.get('device_name') or '-'}), {result.get('epochs')} epochs per variant; target {result.get('target_epoch_s')} s/epoch"]
     for name, v in result.get("variants", {}).items():
