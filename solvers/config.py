@@ -30,6 +30,7 @@ import contextlib
 import dataclasses
 import functools
 import json
+import math
 import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -150,14 +151,41 @@ def check_generation_config(config: Mapping[str, Any] | WorkflowConfig) -> Workf
     for name, src in wf.sources.items():
         if name in infos and src.mpi_ranks > 1 and not infos[name].mpi:
             problems.add(f"sources.{name}.mpi_ranks: {src.mpi_ranks} but solver {src.solver!r} does not run under MPI; set mpi_ranks: 1")
+    off_grid: dict[str, list[tuple[str, int]]] = {}
     for name, ds in wf.datasets.items():
-        problems.check(_check_dataset, f"datasets.{name}", ds, wf, infos)
+        problems.check(_check_dataset, f"datasets.{name}", ds, wf, infos, off_grid)
+    for source, misfits in off_grid.items():
+        problems.add(_off_grid_line(wf, source, infos[source], misfits))
     problems.raise_any()
     return wf
 
 
-def _check_dataset(where: str, ds: Any, wf: WorkflowConfig, infos: dict[str, SourceInfo]) -> None:
-    """The generation checks of one dataset; a ConfigError holds all of its problems."""
+def _off_grid_line(wf: WorkflowConfig, source: str, info: SourceInfo, misfits: list[tuple[str, int]]) -> str:
+    """One line for the dataset resolutions (``(dotted key, resolution)``) that the grid of ``source``
+    cannot be subsampled to: a single one with the resolutions the grid has; several (a source
+    regenerated at a new grid breaks every dataset on it) with the grids that fit every dataset."""
+    assert info.grid is not None
+    if len(misfits) == 1:
+        key, res = misfits[0]
+        try:
+            stride_for(info.grid, res, periodic=info.periodic)
+        except DatasetError as e:
+            return f"{key}: {e}"
+    wanted = {r for ds in wf.datasets.values() if ds.source == source for r in (ds.resolution, *ds.zero_shot) if r is not None}
+    step = math.lcm(*(wanted if info.periodic else {r - 1 for r in wanted}))
+    offset = 0 if info.periodic else 1
+    form = f"{step} r" if info.periodic else f"{step} r + 1"
+    examples = ", ".join(str(step * k + offset) for k in (1, 2, 3))
+    shown = "; ".join(f"{key} {res}" for key, res in misfits)
+    return (
+        f"sources.{source}: {len(misfits)} dataset resolutions are not strided subsamples of its {info.grid}-point"
+        f"{' periodic' if info.periodic else ''} grid ({shown}); a grid of {form} points ({examples}, ...) fits every dataset on this source"
+    )
+
+
+def _check_dataset(where: str, ds: Any, wf: WorkflowConfig, infos: dict[str, SourceInfo], off_grid: dict[str, list[tuple[str, int]]]) -> None:
+    """The generation checks of one dataset; a ConfigError holds all of its problems. Resolutions
+    that its source's grid does not subsample go to ``off_grid[source]`` (one line per source)."""
     if ds.source not in wf.sources:
         raise ConfigError(f"{where}.source: no source {ds.source!r}; defined sources: {sorted(wf.sources)}")
     problems = Problems()
@@ -178,8 +206,8 @@ def _check_dataset(where: str, ds: Any, wf: WorkflowConfig, infos: dict[str, Sou
             continue
         try:
             stride_for(info.grid, res, periodic=info.periodic)
-        except DatasetError as e:
-            problems.add(f"{where}.{key}: {e}")
+        except DatasetError:
+            off_grid.setdefault(ds.source, []).append((f"{where}.{key}", res))
     problems.check(_check_task_and_view, where, ds, info)
     problems.raise_any()
 
