@@ -25,7 +25,7 @@ import numpy as np
 from opflow.atomic import require_space
 from opflow.data.format import DatasetWriter
 from opflow.data.provenance import provenance_attrs
-from solvers.base import ConfigError, Generator, get_generator
+from solvers.base import ConfigError, FieldSpec, Generator, SolverError, get_generator
 
 
 def write_shard(
@@ -79,11 +79,29 @@ def write_shard(
                     for name in fields:
                         if name not in arrays:
                             raise RuntimeError(f"generator {gen.name!r} returned no field {name!r}")
-                        w.write(name, arrays[name].astype(fields[name].dtype, copy=False), int(idx[0] - start))
+                        data = arrays[name].astype(fields[name].dtype, copy=False)
+                        _require_finite(gen, name, fields[name], data, idx, seed)
+                        w.write(name, data, int(idx[0] - start))
                     if b0 == start and idx[-1] + 1 < stop:
                         _require_room_for_the_rest(w, out, header, len(idx), stop - idx[-1] - 1, start, stop)
                 bar.update(len(idx))
     return Path(out)
+
+
+def _require_finite(gen: Generator, name: str, field: FieldSpec, data: np.ndarray, idx: np.ndarray, seed: int) -> None:
+    """Refuse a block whose input or output field holds NaN or inf, naming the *global* sample indices
+    (those that set the seeds) and the seed: the shard job's last log line, which the Snakefile's
+    ``onerror`` puts on the terminal. The writer's own check knows only its file's positions."""
+    if field.role not in ("input", "output") or not np.issubdtype(data.dtype, np.floating):
+        return
+    bad = idx[~np.isfinite(data.reshape(len(idx), -1)).all(axis=1)]
+    if bad.size:
+        shown = ", ".join(map(str, bad[:5].tolist())) + (f", ... ({bad.size} in all)" if bad.size > 5 else "")
+        raise SolverError(
+            f"generator {gen.name!r} returned non-finite values (NaN or inf) in {name!r} for sample(s) {shown}; nothing was saved",
+            index=int(bad[0]),
+            seed=seed,
+        )
 
 
 #: the rest of a shard is estimated at its first block's compressed size per sample times this

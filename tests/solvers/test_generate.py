@@ -95,6 +95,26 @@ def test_solver_failure_names_sample_and_seed_and_leaves_no_file(tmp_path: Path)
     assert list(tmp_path.iterdir()) == []
 
 
+class NanNoise(Noise):
+    """Noise whose output of sample 61 is NaN: a solver that diverged without noticing."""
+
+    def generate(self, seed: int, indices: np.ndarray) -> dict[str, np.ndarray]:
+        out = super().generate(seed, indices)
+        out["u"][indices == 61] = np.nan
+        return out
+
+
+def test_non_finite_output_names_the_global_sample_and_the_seed(tmp_path: Path) -> None:
+    """Before: the writer's ``non-finite values in 'u' for samples 0:3`` (positions in the shard's
+    file, samples 60-62 of the source). The job log's last line is what the terminal shows."""
+    with pytest.raises(SolverError) as e:
+        write_shard(NanNoise(NoiseParams()), 11, 60, 120, tmp_path / "s.nc", progress=False)
+    assert str(e.value) == (
+        "generator 'test-noise' returned non-finite values (NaN or inf) in 'u' for sample(s) 61; nothing was saved (sample 61, seed 11)"
+    )
+    assert list(tmp_path.iterdir()) == []
+
+
 def test_a_shard_without_room_is_refused_before_any_solve(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Before (issue 39): every sample of a shard was solved, then the write failed."""
     import opflow.atomic as atomic
