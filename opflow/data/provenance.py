@@ -70,14 +70,19 @@ def package_versions(names: tuple[str, ...] = _PACKAGES) -> dict[str, str]:
 
 
 def git_commit(path: str | Path | None = None) -> str:
-    """The commit of the code (with '+dirty' when the tree has changes), or 'unknown'."""
+    """The commit of the code (with '+dirty' when the tree has changes), or 'unknown'.
+
+    Changes include untracked files that are not ignored: a new solver module that was never
+    added would otherwise give data whose commit looks clean but cannot regenerate them. The
+    workflow's outputs are ignored (``.gitignore``; a profile's own ``root`` gets a ``.gitignore``
+    of its own when the workflow starts), so a run does not make its own tree dirty."""
     cwd = Path(path) if path is not None else Path(__file__).resolve().parent
     try:
         sha = subprocess.run(["git", "rev-parse", "HEAD"], cwd=cwd, capture_output=True, text=True, timeout=10)
         if sha.returncode != 0:
             return "unknown"
         dirty = subprocess.run(
-            ["git", "status", "--porcelain", "--untracked-files=no"], cwd=cwd, capture_output=True, text=True, timeout=10
+            ["git", "status", "--porcelain", "--untracked-files=normal"], cwd=cwd, capture_output=True, text=True, timeout=10
         )
         return sha.stdout.strip() + ("+dirty" if dirty.stdout.strip() else "")
     except (OSError, subprocess.SubprocessError):
