@@ -36,6 +36,10 @@ wildcard_constraints:
     stop=r"\d+",
 
 
+onstart:
+    ignore_outputs()  # a profile's own root: a .gitignore of its own (rules/common.smk)
+
+
 onerror:
     from opflow.joblogs import explain_failed_jobs
 

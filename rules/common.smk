@@ -44,6 +44,20 @@ def out(path):
     return path if ROOT in ("", ".") else f"{ROOT}/{path}"
 
 
+def ignore_outputs():
+    """Keep a profile's outputs out of ``git status``: its own ``root`` gets a ``.gitignore`` of ``*``
+    (written once, when the workflow starts jobs). Untracked files make the provenance's commit
+    ``+dirty`` (opflow.data.provenance.git_commit), so outputs that showed as untracked would mark
+    every later file of the run dirty. Root ``.`` and the shipped profiles' roots are in the
+    repository's ``.gitignore``."""
+    if ROOT in ("", "."):
+        return
+    marker = Path(ROOT) / ".gitignore"
+    if not marker.exists():
+        marker.parent.mkdir(parents=True, exist_ok=True)
+        marker.write_text(f"# outputs of the opflow workflow (root: {ROOT}), written when it started; not source\n*\n")
+
+
 def alternatives(names):
     """Regex matching exactly one of ``names`` (longest first), for unambiguous wildcards."""
     names = sorted(names, key=len, reverse=True)

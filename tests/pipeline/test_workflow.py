@@ -290,3 +290,26 @@ def test_a_changed_training_config_retrains_through_snakemake(tiny_run, tmp_path
     assert rec.run_hash != before and rec.run["training"]["lr"] == 2.0e-3
     asked = re.search(r"rule train:(?:\n    .*)*?\n    resources: [^\n]*?mem_mb=(\d+)", run.stderr)
     assert asked and int(asked[1]) > 1024, "the estimate (base 1024 MiB x 1.5 at least), not the site's floor"
+
+
+def test_outputs_under_a_users_own_root_do_not_show_as_untracked(tmp_path: Path) -> None:
+    """Before: ``git status`` listed ``myrun/`` and, with untracked files counted by the provenance,
+    every file of the run after the first would have recorded a dirty commit."""
+    subprocess.run(["git", "init", "-q"], cwd=tmp_path, check=True)
+    run = snakemake(tmp_path, deep_merge(TINY, {"root": "myrun"}), "myrun/data/sources/lorenz63_test_dt001.nc")
+    assert run.returncode == 0, run.stderr[-3000:]
+    assert (tmp_path / "myrun/data/sources/lorenz63_test_dt001.nc").exists()
+    status = subprocess.run(["git", "status", "--porcelain"], cwd=tmp_path, check=True, capture_output=True, text=True).stdout
+    assert "myrun" not in status, status
+
+
+def test_the_ignored_folders_match_symlinks_too(tmp_path: Path) -> None:
+    """A worktree links ``.venv``; a user links ``quick`` or ``data`` to a scratch disk. Before:
+    ``/.venv/`` and ``/quick/`` matched directories only, so the links showed as untracked."""
+    subprocess.run(["git", "init", "-q"], cwd=tmp_path, check=True)
+    (tmp_path / ".gitignore").write_text((ROOT / ".gitignore").read_text())
+    (tmp_path / "elsewhere").mkdir()
+    for name in (".venv", "quick", "data", "results"):
+        (tmp_path / name).symlink_to(tmp_path / "elsewhere")
+    status = subprocess.run(["git", "status", "--porcelain", "--", ".venv", "quick", "data", "results"], cwd=tmp_path, check=True, capture_output=True, text=True).stdout
+    assert status == "", status
