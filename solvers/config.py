@@ -44,6 +44,7 @@ from opflow.data.provenance import params_hash
 from opflow.data.transforms import GRID_DIMS, is_periodic, stride_for
 from opflow.data.view_spec import OneStepView, WindowView
 from solvers.base import FieldSpec, get_generator
+from solvers.contract import GeneratorContractError, check_instance
 
 
 @dataclass(frozen=True)
@@ -92,6 +93,10 @@ def _info(solver: str, params_json: str, where: str) -> SourceInfo:
             f"{where}: solver {solver!r} needs the module {e.name!r} to size its data, and it is not installed here; "
             "make this source on a machine with the FEM stack (make setup installs it)"
         ) from None
+    try:  # the layout contract for these values, not only the defaults it was checked with at lookup
+        check_instance(gen)
+    except GeneratorContractError as e:
+        raise ConfigError(f"{where}: with these parameters, {e}") from None
     sizes = {dims[d] for d in GRID_DIMS if d in dims}
     grid = sizes.pop() if len(sizes) == 1 else None
     coords = gen.coords() if grid is not None else {}
@@ -115,6 +120,10 @@ def source_info(wf: WorkflowConfig, name: str) -> SourceInfo:
     if name not in wf.sources:
         raise ConfigError(f"sources: no source {name!r}; defined sources: {sorted(wf.sources)}")
     src = wf.sources[name]
+    try:
+        get_generator(src.solver)
+    except ConfigError as e:
+        raise ConfigError(f"sources.{name}.solver: {e}") from None
     return _info(src.solver, json.dumps(src.params, sort_keys=True), f"sources.{name}.params")
 
 

@@ -13,7 +13,8 @@ What the workflow relies on, beyond the abstract methods (the contract is stated
   ``sources.<name>.solver`` value), not taken by another class;
 * ``Params``: a frozen dataclass whose fields all have a type the config mechanism checks
   (:func:`opflow.schema.dataclass_model`) and a default;
-* ``dims()``, ``coords()``, ``fields()`` of the generator built with the default ``Params``:
+* ``dims()``, ``coords()``, ``fields()`` of the generator built with the default ``Params``, and
+  again with each source's own ``params`` when the workflow loads (:func:`check_instance`):
   dimension sizes are ints >= 0 under names other than ``sample``; ``coords()`` maps names to
   :class:`opflow.data.format.Variable` and ``fields()`` to :class:`solvers.base.FieldSpec`, on
   dimensions of ``dims()``, roles among :data:`ROLES`; grid axes are named ``x``, ``y``, ``z``
@@ -126,17 +127,26 @@ def _check_params(cls: type[Generator], who: str) -> None:
 
 def check_layout(cls: type[Generator]) -> None:
     """``dims()``, ``coords()``, ``fields()`` of ``cls`` built with its default ``Params`` (module docstring)."""
+    check_instance(cls(cls.Params()), "the default Params")
+
+
+def check_instance(gen: Generator, built_with: str = "these Params") -> None:
+    """The layout contract of one generator instance: :func:`check_layout` for the defaults at
+    lookup, and for the parameters a config declares when the workflow loads
+    (``source_info`` of the workflow's config checks), so that sizes or coordinates that break the contract
+    only for other values (a negative size, a periodic axis without ``period``) are refused there
+    too, not found by the writer or the subsampling after the solve."""
     from solvers.base import FieldSpec
 
-    who = _where(cls)
+    who = _where(type(gen))
     try:
-        gen = cls(cls.Params())
         dims, coords, fields = gen.dims(), gen.coords(), gen.fields()
     except ModuleNotFoundError:  # its stack is not installed here: checked where it is
         return
     except Exception as e:
         raise GeneratorContractError(
-            f"{who}: built with the default Params, dims() / coords() / fields() raised {type(e).__name__}: {e}; they must work for the defaults"
+            f"{who}: built with {built_with}, dims() / coords() / fields() raised {type(e).__name__}: {e}; "
+            + ("they must work for the defaults" if built_with == "the default Params" else "refuse such values in Params.__post_init__ (ValueError)")
         ) from None
 
     if not isinstance(dims, Mapping):
@@ -196,9 +206,14 @@ def _check_grid(who: str, dims: Mapping[str, int], coords: Mapping[str, Variable
             period = v.attrs.get("period")
             if isinstance(period, bool) or not isinstance(period, Real) or not period > 0:
                 raise GeneratorContractError(f"{who}: periodic coordinate {d!r} needs a 'period' attribute > 0 (the domain length), got {period!r}")
+        elif "period" in v.attrs:
+            raise GeneratorContractError(
+                f"{who}: coordinate {d!r} has a 'period' but no grid_type 'periodic', so it is read as a node grid (both ends: stride "
+                "(n - 1) / (m - 1)); a periodic axis carries grid_type = 'periodic' and period, a node axis neither"
+            )
         kinds[d] = grid_type
     if len(set(kinds.values())) > 1:
         raise GeneratorContractError(f"{who}: grid axes mix periodic and node grids ({kinds}); give every axis the same grid_type")
 
 
-__all__ = ["NAME_PATTERN", "ROLES", "GeneratorContractError", "check_class", "check_generator", "check_layout"]
+__all__ = ["NAME_PATTERN", "ROLES", "GeneratorContractError", "check_class", "check_generator", "check_instance", "check_layout"]

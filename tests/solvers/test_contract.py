@@ -126,6 +126,9 @@ AT_LOOKUP = [
      r"grid axis 'x' needs its coordinate variable x\(x\) in coords\(\)"),
     ("a periodic axis without period", dict(coords=grid({"grid_type": "periodic"})),
      r"periodic coordinate 'x' needs a 'period' attribute > 0 \(the domain length\), got None"),
+    # before: accepted, read as a node grid; a coarser resolution failed as "not a strided subsample of 8 nodes"
+    ("a period without grid_type periodic", dict(coords=grid({"period": 1.0})),
+     r"coordinate 'x' has a 'period' but no grid_type 'periodic', so it is read as a node grid"),
     ("mixed periodic and node axes", dict(coords=grid({"grid_type": "periodic", "period": 1.0}, {})),
      r"grid axes mix periodic and node grids \(\{'x': 'periodic', 'y': 'nodes'\}\)"),
     ("a field on an undeclared dimension", dict(fields=lambda self: {"u": FieldSpec(("x", "z"), "1", "u", "output")}),
