@@ -75,14 +75,9 @@ from opflow.data.errors import ConfigError
 from opflow.data.provenance import params_hash
 from opflow.data.view_spec import AutoView, View, ViewConfig, parse_view
 import opflow.data.views  # noqa: F401  registers every view kind's specification (torch-free): datasets.<name>.view accepts them
-from opflow.schema import Bool, Device, Float, NonNegFloat, NonNegInt, PosFloat, PosInt, Str, StrictModel, literal_values, one_name_or_list, validate
+from opflow.losses import GRAD_FORMS, LOSSES, GradForm, Loss
+from opflow.schema import Bool, Device, Float, NonNegFloat, NonNegInt, PosFloat, PosInt, Str, StrictModel, one_name_or_list, validate
 
-#: training losses (:func:`opflow.metrics.training_loss`)
-Loss = Literal["rel_l2", "rel_h1", "mse"]
-LOSSES: tuple[str, ...] = tuple(literal_values(Loss))
-#: derivative regularisers added to the loss with weight ``grad_weight`` (:func:`opflow.metrics.gradient_loss`)
-GradForm = Literal["central", "h1", "h1_coeff"]
-GRAD_FORMS: tuple[str, ...] = tuple(literal_values(GradForm))
 #: unit_gaussian: per channel; pointwise: per point and channel (FNO); none
 NormalizerKind = Literal["unit_gaussian", "pointwise", "none"]
 

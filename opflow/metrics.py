@@ -45,7 +45,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from opflow.config import GRAD_FORMS, LOSSES
+from opflow.losses import GRAD_FORMS, LOSSES
 from opflow.hostsync import checks_on
 
 
@@ -223,7 +223,7 @@ def gradient_loss(
     coords: torch.Tensor | None = None,
     inputs: torch.Tensor | None = None,
 ) -> torch.Tensor:
-    """Derivative regulariser ``grad_form`` (:data:`opflow.config.GRAD_FORMS`) of a batch, a scalar.
+    """Derivative regulariser ``grad_form`` (:data:`opflow.losses.GRAD_FORMS`) of a batch, a scalar.
 
     ``central`` (the ONO authors' Darcy script, ``deriv_loss``): per sample and channel, the sum
     over the grid axes of the relative L2 error of :func:`central_differences`, where the
@@ -265,7 +265,7 @@ def training_loss(
     grad_form: str = "central",
     inputs: torch.Tensor | None = None,
 ) -> torch.Tensor:
-    """The configured loss (one of :data:`opflow.config.LOSSES`) of a batch, a scalar, plus
+    """The configured loss (one of :data:`opflow.losses.LOSSES`) of a batch, a scalar, plus
     ``grad_weight`` times the derivative regulariser ``grad_form`` (:func:`gradient_loss`) when > 0;
     ``inputs`` (physical units) are the coefficient of ``grad_form: h1_coeff``."""
     if name == "rel_l2":

@@ -30,9 +30,8 @@ from torch import nn
 
 from opflow.data.errors import ConfigError
 from opflow.models.hparams import ARCHITECTURES, Hparams, available_archs
+from opflow.models.hparams import REGISTERED as _REGISTRY  # the run-time registrations live in the torch-free hparams
 from opflow.models.hparams import check_hparams as _check
-
-_REGISTRY: dict[str, type[OperatorModel]] = {}
 
 
 class OperatorModel(nn.Module):

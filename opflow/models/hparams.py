@@ -9,7 +9,7 @@ defaults.
 
 Adding an architecture: a model module in ``opflow/models`` and, here, its hyperparameter model
 plus one :data:`ARCHITECTURES` line (README, "Adding a model"). Beside its hyperparameters a model
-declares what it needs of the data (:mod:`opflow.compat`): ``needs`` (grid or point cloud,
+declares what it needs of the data (:mod:`opflow.models.needs`, checked by :mod:`opflow.compat`): ``needs`` (grid or point cloud,
 dimensions, input sets, outputs elsewhere than the inputs) and, for requirements that depend on
 its values (patches dividing the grid, Fourier modes the grid has), a ``misfits(data)`` method;
 the workflow checks every (dataset, model) pair of a run against them when it loads.
@@ -24,7 +24,7 @@ from typing import Any, ClassVar, Literal
 
 from pydantic import Field, model_validator
 
-from opflow.compat import DataNeeds, DataShape, modes_misfit, per_axis
+from opflow.models.needs import DataNeeds, DataShape, modes_misfit, per_axis
 from opflow.data.errors import ConfigError
 from opflow.schema import Bool, NonNegFloat, NonNegInt, PosFloat, PosInt, StrictModel, literal_values, validate
 
@@ -437,25 +437,24 @@ ARCHITECTURES: dict[str, tuple[type[Hparams], str]] = {
 }
 
 
+#: model classes registered at run time under their arch name (tests, plugins), filled by
+#: :func:`opflow.models.base.register`. Kept here, torch-free, so that the lookups below need not
+#: import :mod:`opflow.models.base` (which imports this module: no cycle)
+REGISTERED: dict[str, type[Any]] = {}
+
+
 def hparams_model(arch: str) -> type[Hparams]:
     """The hyperparameter model of ``arch``: built-in, or of a class registered at run time."""
     if arch in ARCHITECTURES:
         return ARCHITECTURES[arch][0]
-    from opflow.models.base import registered  # only models registered outside this table (tests, plugins)
-
-    cls = registered(arch)
+    cls = REGISTERED.get(arch)
     if cls is None:
         raise ConfigError(f"unknown model arch {arch!r}; available: {available_archs()}")
     return cls.Hparams
 
 
 def available_archs() -> list[str]:
-    import sys
-
-    extra: list[str] = []
-    if "opflow.models.base" in sys.modules:  # runtime registrations, only if models were imported
-        extra = list(sys.modules["opflow.models.base"].registered_names())
-    return sorted({*ARCHITECTURES, *extra})
+    return sorted({*ARCHITECTURES, *REGISTERED})
 
 
 def check_hparams(arch: str, values: dict[str, Any], where: str = "model") -> Hparams:
@@ -486,6 +485,7 @@ __all__ = [
     "Kernel",
     "MionetHparams",
     "OnoHparams",
+    "REGISTERED",
     "TnoHparams",
     "TransformerHparams",
     "available_archs",

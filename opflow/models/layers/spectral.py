@@ -38,7 +38,7 @@ from collections.abc import Sequence
 import torch
 from torch import nn
 
-from opflow.compat import spectral_mode_caps
+from opflow.models.needs import spectral_mode_caps
 
 
 class SpectralConv(nn.Module):
