@@ -8,8 +8,9 @@
     snakemake --profile profiles/slurm results/darcy_ono.json # on a SLURM cluster (docs/scale_out.md)
 
 The config (config/default.yaml, deep-merged with any --configfile) is checked as one typed tree
-(opflow.config, opflow.schema) and against the solvers' metadata (solvers.config) before any job
-runs; a bad key or value stops here with one line naming it. Helpers live in rules/common.smk.
+(opflow.config, opflow.schema), against the solvers' metadata and for every (dataset, model) pair
+by the workflow layer (pipeline.config, above opflow and solvers) before any job runs; a bad key or
+value stops here with one line naming it. Helpers live in rules/common.smk.
 """
 
 import sys

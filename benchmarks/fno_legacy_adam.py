@@ -64,7 +64,7 @@ def plan(dataset: str, seeds: list[int]) -> list[dict[str, Any]]:
     import tempfile
 
     from opflow.config import load_config_files, resolve_run
-    from solvers.config import check_config
+    from pipeline.config import check_config
 
     out = []
     with tempfile.TemporaryDirectory() as tmp:

@@ -38,11 +38,11 @@ t0 = time.perf_counter()
 from opflow.config import load_config_files
 cfg = load_config_files([{repo!r} + "/config/default.yaml", {repo!r} + "/config/quick.yaml"])
 try:
-    from solvers.config import check_config
+    from pipeline.config import check_config
     check_config(cfg)
 except ImportError:
     from opflow.schema import validate_config
-    from solvers.config import check_generation_config
+    from pipeline.config import check_generation_config
     from opflow.config import check_learning_config
     validate_config(cfg, {repo!r} + "/config/schema.yaml")
     check_generation_config(cfg)

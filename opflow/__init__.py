@@ -15,7 +15,7 @@ fails on any cycle or on an edge against these rules::
 
     opflow.cli                       the console script; the only module that reaches the workflow layer
       ^                              (pipeline: the config Snakemake loads and checks, regenerate)
-    train, evaluate, inference, report, publish, bench, resources
+    train, train_step, evaluate, inference, report, publish, bench, resources, records, optim
       ^
     compat                           does a model fit a dataset view (models x data x training settings)
       ^
@@ -24,7 +24,7 @@ fails on any cycle or on an edge against these rules::
     data (format, views, datasets)   models (hparams, needs, base, layers, architectures)
       ^                              -- siblings: neither imports the other, the config or compat
     leaves: data.errors, data.provenance, schema, atomic, filekind, losses, hostsync, metrics,
-            plots, runtime, records, joblogs
+            plots, runtime, joblogs (the first two live in data/ but import nothing)
 
 * The check that relates models and data (:mod:`opflow.compat`) sits above both: a model
   declares what it needs in the words of :mod:`opflow.models.needs` (a leaf of the models), and

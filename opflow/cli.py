@@ -57,8 +57,8 @@ def _validate(a: argparse.Namespace) -> int:
     """
     from opflow.data.format import check_file
 
-    try:  # the generators declare their variables; they live in solvers (see _regenerate on this import)
-        from solvers.regenerate import declared_variables
+    try:  # the generators declare their variables: asked through the workflow layer (see _regenerate on this import)
+        from pipeline.regenerate import declared_variables
     except ImportError as e:
         declared_variables, why = None, f"variables not checked against their generator: the solvers package cannot be imported here ({e})"
     status = 0
@@ -129,17 +129,16 @@ def _regenerate_args(p: argparse.ArgumentParser) -> None:
 def _regenerate(a: argparse.Namespace) -> int:
     """Rebuild a dataset from its attributes and compare (exit 0 identical, 1 not, 2 cannot).
 
-    This is the one command of ``opflow`` that imports ``solvers`` (DESIGN.md: opflow never
-    imports solvers): regenerating data means running the generator that wrote it, and the
-    generators live in ``solvers``. The import happens here, inside the command, so importing
-    ``opflow.cli`` (and every other command) still works where ``solvers`` or its heavy
-    dependencies are absent, e.g. on a GPU machine with torch but no dolfinx.
+    Regenerating data means running the generator that wrote it: :mod:`pipeline.regenerate`, the
+    workflow layer above ``opflow`` and ``solvers`` (``opflow/__init__.py``, "Direction of
+    imports"). The import happens here, inside the command, so importing ``opflow.cli`` (and every
+    other command) still works where ``solvers`` or its heavy dependencies are absent, e.g. on a
+    GPU machine with torch but no dolfinx.
     """
     from opflow.data.errors import ConfigError
 
     try:
-        from solvers.base import SolverError
-        from solvers.regenerate import regenerate
+        from pipeline.regenerate import SolverError, regenerate
     except ImportError as e:
         print(f"opflow: regenerate needs the solvers package and its dependencies ({e})", file=sys.stderr)
         return 2
@@ -334,10 +333,11 @@ def _json_arg(text: str) -> dict:
 def _run_from_args(a: argparse.Namespace) -> dict:
     """The resolved run of ``--run-json``, or of ``--config FILE... --dataset --model``.
 
-    Config files go through the workflow's own loader (:func:`solvers.config.load_workflow`, the one
+    Config files go through the workflow's own loader (:func:`pipeline.config.load_workflow`, the one
     rules/common.smk calls), so a config Snakemake refuses is refused here with the same lines,
-    before any data is read. Like ``regenerate``, this imports ``solvers`` inside the command: the
-    generators' metadata are part of the checks (split sizes, resolutions, variables, frames).
+    before any data is read. Like ``regenerate``, this imports the workflow layer inside the
+    command: the generators' metadata are part of the checks (split sizes, resolutions, variables,
+    frames).
     """
     from opflow.config import resolve_run
     from opflow.data.errors import ConfigError
@@ -347,7 +347,7 @@ def _run_from_args(a: argparse.Namespace) -> dict:
     if not (a.config and a.dataset and a.model):
         raise ConfigError("give either --run-json RUN or --config FILE... --dataset NAME --model NAME")
     try:
-        from solvers.config import load_workflow
+        from pipeline.config import load_workflow
     except ImportError as e:
         raise ConfigError(
             f"--config needs the solvers package to check the config as the workflow does ({e}); "
@@ -374,19 +374,20 @@ def _schema(a: argparse.Namespace) -> int:
     """The JSON schema of the workflow config, generated from the models the loader uses
     (:mod:`opflow.config_schema`), for editors and for checking a config with a JSON-schema validator.
 
-    Like ``regenerate``, it imports ``solvers`` here, inside the command, to type each solver's
-    ``params``; where that import fails, a warning says so and ``params`` stay open mappings.
+    Like ``regenerate``, it imports the workflow layer here, inside the command, to type each
+    solver's ``params`` (:func:`pipeline.config.workflow_schema`); where that import fails, a
+    warning says so and ``params`` stay open mappings.
     """
-    from opflow.config_schema import workflow_json_schema
-
     try:
-        from solvers.base import params_classes
+        from pipeline.config import workflow_schema
 
-        solver_params: dict[str, type] | None = params_classes()
+        schema = workflow_schema()
     except ImportError as e:
+        from opflow.config_schema import workflow_json_schema
+
         print(f"opflow: warning: sources.<name>.params are left untyped: the solvers package cannot be imported here ({e})", file=sys.stderr)
-        solver_params = None
-    text = json.dumps(workflow_json_schema(solver_params), indent=1, sort_keys=True) + "\n"
+        schema = workflow_json_schema(None)
+    text = json.dumps(schema, indent=1, sort_keys=True) + "\n"
     if a.out:
         from opflow.atomic import atomic_write_text
 

@@ -6,7 +6,7 @@
     ├── root                      str, folder of data/, models/, results/, logs/ ("." = the default profile)
     ├── targets                   what `snakemake` alone builds (rule all), paths relative to root
     ├── sources.<name>            SourceConfig: solver, n_samples, seed, shard_size, threads, params
-    │                             (params: the solver's Params dataclass, checked in solvers.config)
+    │                             (params: the solver's Params dataclass, checked in pipeline.config)
     ├── datasets.<name>           DatasetConfig: source, resolution, train/val/test, zero_shot,
     │                             task (TaskConfig), view (opflow.data.view_spec), eval_sets, training
     ├── models.<name>             ModelEntry: arch + hyperparameters (opflow.models.hparams) + training
@@ -21,10 +21,13 @@ out-of-range values stop the workflow when it loads, before any job runs, with o
 the dotted key, the bad value and the allowed values (:mod:`opflow.schema`). The cross checks that
 need more than one section (a dataset's source exists, eval sets name datasets or sources, merged
 training settings) are in :func:`check_workflow`; those that need a solver's metadata (parameters,
-grid sizes, fields, frames) in :func:`solvers.config.check_generation_config`; whether each
+grid sizes, fields, frames) in :func:`pipeline.config.check_generation_config`; whether each
 (dataset, model) pair of the run's targets fits (grid or points, patches, modes, losses) in
-:func:`solvers.config.check_pairs` (:mod:`opflow.compat`). Nothing here imports torch or builds a
-solver.
+:func:`pipeline.config.check_pairs` (:mod:`opflow.compat`). Nothing here imports torch or builds a
+solver. In the direction of imports (``opflow/__init__.py``) this module is above the data views
+and the models' hyperparameters, whose specifications it reads, and below :mod:`opflow.compat` and
+the workflow layer :mod:`pipeline`, which read it: it imports neither of those, nor the metrics
+(the loss names are :mod:`opflow.losses`).
 
 Merge order of the training settings of one run (dataset ``d``, model ``m``), later wins::
 
@@ -274,7 +277,7 @@ class SourceConfig(StrictModel):
     threads: PosInt = 1
     #: MPI ranks of one shard job (FEM solvers; the shard is launched under mpiexec -n)
     mpi_ranks: PosInt = 1
-    #: the solver's parameters, checked against its Params dataclass (solvers.config)
+    #: the solver's parameters, checked against its Params dataclass (pipeline.config)
     params: dict[str, Any] = Field(default_factory=dict)
 
 

@@ -10,7 +10,7 @@ from pathlib import Path
 
 sys.path.insert(0, workflow.basedir)
 from opflow.data.errors import ConfigError  # noqa: E402
-from solvers.config import check_pairs, dataset_resolution, load_workflow, source_info, unavailable_sources  # noqa: E402
+from pipeline.config import check_pairs, dataset_resolution, load_workflow, source_info, unavailable_sources  # noqa: E402
 
 try:
     # the one loader (also `opflow train --config`'s): the typed tree and the profile's targets; one
@@ -164,7 +164,7 @@ def train_input(wildcards):
 
     Checked while Snakemake builds the DAG, so a target given on the command line (not among the
     profile's ``targets``, which are checked at load) stops with one line before any job runs
-    (:func:`solvers.config.check_pairs`).
+    (:func:`pipeline.config.check_pairs`).
     """
     try:
         check_pairs(WF, [(wildcards.dataset, wildcards.model)])

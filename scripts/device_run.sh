@@ -99,7 +99,7 @@ say "running (training budget $minutes min per job)"
 rc=$?
 say "snakemake exit $rc (log: logs/device/run.log)"
 # what the state holds, in the profile's root (. for the default profile, quick/ for the quick one, ...)
-src_dirs=(benchmarks opflow solvers meshes tests docs rules config scripts envs profiles .git .whl .release)
+src_dirs=(benchmarks opflow pipeline solvers meshes tests docs rules config scripts envs profiles .git .whl .release)
 prune=(); for d in "${src_dirs[@]}"; do prune+=(-path "./$d" -prune -o); done
 mapfile -t keep < <(find . "${prune[@]}" -path ./.snakemake -prune -o -path ./.device-state -prune -o -path ./.device-tree -prune -o -path "./$state_in" -prune -o -type f \( \
     -path '*/models/*/checkpoint.pt' -o -path '*/models/*/model.pt' -o -path '*/models/*/curves.*' \

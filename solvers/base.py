@@ -86,7 +86,7 @@ def _checked(name: str) -> type[Generator]:
     return cls
 
 
-_INFRASTRUCTURE = {"base", "config", "contract", "generate", "mpi", "regenerate", "threads", "__main__"}
+_INFRASTRUCTURE = {"base", "contract", "generate", "mpi", "threads", "__main__"}
 
 
 def _load_builtin() -> None:
@@ -169,7 +169,7 @@ class Generator(ABC):
     #: generator has a ``comm`` and only rank 0 writes (:func:`solvers.generate.write_shard`)
     supports_mpi: ClassVar[bool] = False
     #: parameters added after files were made, with the value that reproduces those files: a file
-    #: whose ``opflow_params`` lacks one is regenerated with it (:mod:`solvers.regenerate`)
+    #: whose ``opflow_params`` lacks one is regenerated with it (:mod:`pipeline.regenerate`)
     legacy_params: ClassVar[dict[str, Any]] = {}
 
     def __init__(self, params: Any) -> None:

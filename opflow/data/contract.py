@@ -6,7 +6,7 @@ that training and evaluation can use. Checked by ``opflow validate`` (:func:`opf
   coordinates it writes; a file whose variables differ (a field renamed ``u`` -> ``v`` after
   generation, so training would learn ``v``) is invalid. The declaration comes from the
   generator itself, which lives in ``solvers`` (opflow never imports it): the caller passes a
-  lookup, :class:`Declared` per file (``opflow validate`` passes :func:`solvers.regenerate.declared_variables`);
+  lookup, :class:`Declared` per file (``opflow validate`` passes :func:`pipeline.regenerate.declared_variables`);
   a file whose generator is not registered here (a test's, another version's) is not checked.
 * **Split.** A derived file (``opflow_split_rule``, written by ``opflow derive``) must have its
   ``split`` variable, and the number of train, val and test samples must be those the rule records

@@ -510,7 +510,7 @@ def check_file(path: str | os.PathLike, *, block: int = 64, declared: Callable[[
     The contract of :mod:`opflow.data.contract`: the split (a derived file has one, with the sizes
     its ``opflow_split_rule`` records; test samples, and train samples unless the rule records
     none) and, with ``declared`` ((global attributes, path) -> :class:`opflow.data.contract.Declared`, e.g.
-    :func:`solvers.regenerate.declared_variables`; None for a generator not registered here), the
+    :func:`pipeline.regenerate.declared_variables`; None for a generator not registered here), the
     variables its generator writes. A lookup that fails (a solver stack missing here, parameters
     that no longer load) is a warning, not a problem.
     """

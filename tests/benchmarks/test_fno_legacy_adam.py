@@ -10,7 +10,7 @@ import pytest
 
 import benchmarks.fno_legacy_adam as bench
 from opflow.config import load_config_files, resolve_run
-from solvers.config import check_config
+from pipeline.config import check_config
 
 ROOT = Path(__file__).resolve().parents[2]
 

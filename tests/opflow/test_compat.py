@@ -1,7 +1,7 @@
 """Model / data compatibility and impossible values, refused when the config loads (opflow.compat).
 
 Every (dataset, model) pair a run asks for is checked against what the dataset view will look like,
-known from the config alone (solvers.config.view_shape), before any data are generated: the
+known from the config alone (pipeline.config.view_shape), before any data are generated: the
 message names the pair, the reason and the fix. The shipped profiles pass for all their targets.
 """
 
@@ -19,7 +19,7 @@ from opflow.compat import DataShape, check_pair, pairs_of_targets, spectral_mode
 from opflow.config import deep_merge, load_config_files
 from opflow.data.errors import ConfigError, DatasetError
 from opflow.models.hparams import ARCHITECTURES, check_hparams
-from solvers.config import check_config, view_shape
+from pipeline.config import check_config, view_shape
 
 ROOT = Path(__file__).resolve().parents[2]
 DEFAULT = [str(ROOT / "config/default.yaml")]
@@ -59,7 +59,7 @@ CANNOT_TRAIN = {("elasticity", "gt"): "needs a regular grid"}  # GNOT's GK-Trans
 def test_every_published_pair_of_the_paper_profile_fits_its_data_but_the_declared_ones() -> None:
     """Not only the profile's targets: each (dataset, model) with a published number can be asked for."""
     from benchmarks.protocol_cost import published_protocols
-    from solvers.config import check_targets
+    from pipeline.config import check_targets
 
     cfg = _config(tuple(DEFAULT))
     wf = check_config(cfg)
@@ -216,7 +216,7 @@ def test_every_architecture_declares_its_needs_beside_its_hyperparameters() -> N
 
 
 def test_a_view_shape_is_known_from_the_config_alone() -> None:
-    from solvers.config import parse_workflow
+    from pipeline.config import parse_workflow
 
     wf = parse_workflow(quick())
     assert view_shape(wf, "darcy").describe() == "a 2-D grid of 43 x 43 points (view grid)"

@@ -168,3 +168,27 @@ def test_data_and_models_import_neither_each_other_nor_the_layers_above() -> Non
     for leaf in ("opflow.metrics", "opflow.losses", "opflow.models.needs", "opflow.plots", "opflow.hostsync", "opflow.schema"):
         assert _imports(graph, leaf, ("opflow.config", "opflow.compat", "opflow.models.hparams", "opflow.models.base", "opflow.data.views")) == [], leaf
 
+
+def test_the_workflow_layer_is_above_both_halves() -> None:
+    """``pipeline`` (the config Snakemake loads and checks, regenerate) imports ``opflow`` and
+    ``solvers``; of ``opflow`` only the console script imports it, and nothing imports ``solvers``
+    from ``opflow``. ``solvers`` and ``meshes`` import the file format and the small leaves of
+    ``opflow`` only. Before: solvers.config imported opflow.config and opflow.compat, and
+    opflow.cli imported solvers (regenerate, the params classes, the loader)."""
+    graph = import_graph("opflow", "solvers", "meshes", "pipeline")
+    assert _imports(graph, "opflow", ("solvers", "meshes")) == []
+    assert [e for e in _imports(graph, "opflow", ("pipeline",)) if not e.startswith("opflow.cli ->")] == []
+    leaves = ("opflow.data", "opflow.schema", "opflow.atomic")
+    for half in ("solvers", "meshes"):
+        beyond = [e for e in _imports(graph, half, ("opflow",)) if not any(e.endswith(f"-> {l}") or f"-> {l}." in e for l in leaves)]
+        assert beyond == [], half
+        assert _imports(graph, half, ("pipeline",)) == [], half
+    assert _imports(graph, "pipeline", ("opflow.cli",)) == []
+    # the packages, with the console script on its own, in one direction (cycles inside solvers are its own business)
+    def part(m: str) -> str:
+        return "opflow.cli" if m == "opflow.cli" else m.partition(".")[0]
+
+    parts: dict[str, set[str]] = {}
+    for a, bs in graph.items():
+        parts.setdefault(part(a), set()).update(part(b) for b in bs if part(b) != part(a))
+    assert find_cycle(parts) is None, parts

@@ -13,7 +13,7 @@ from solvers.base import FieldSpec, Generator, register
 
 from opflow.config import deep_merge, load_config_files
 from opflow.data.errors import ConfigError
-from solvers.config import check_config
+from pipeline.config import check_config
 from workflow_helpers import PROFILES
 
 

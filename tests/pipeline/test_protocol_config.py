@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from opflow.config import check_learning_config, deep_merge, eval_sets_of, load_config_files, resolve_run, view_of
-from solvers.config import check_config
+from pipeline.config import check_config
 from workflow_helpers import PROFILES, snakemake
 
 NEW_RESULTS = ["ns_v1e-5_ono", "ns_v1e-5_tgen_ono", "kolmogorov_ono", "lorenz63_tno", "lorenz63_ono", "lorenz63_b_tno", "controlled_ode_tno", "elasticity_ono", "elasticity972_ono"]

@@ -19,7 +19,7 @@ import yaml
 from opflow.config import deep_merge, load_config_files
 from opflow.data.errors import ConfigError
 from opflow.data.format import read_dataset, validate
-from solvers.config import check_config, load_workflow
+from pipeline.config import check_config, load_workflow
 from workflow_helpers import PROFILES, ROOT, TINY, snakemake
 
 

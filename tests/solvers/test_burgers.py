@@ -293,7 +293,7 @@ def test_the_file_derives_to_strided_periodic_subsets(tmp_path: Path) -> None:
     np.testing.assert_array_equal(np.asarray(sub["split"]), [0, 0, 0, 0, 1, 1])
     assert validate(out) == []
     # the workflow's check knows the valid resolutions of the source: the divisors of 64
-    from solvers.config import check_generation_config, source_info
+    from pipeline.config import check_generation_config, source_info
 
     cfg = {
         "sources": {"b": {"solver": "burgers", "n_samples": 10, "seed": 0, "params": {"resolution": 64}}},

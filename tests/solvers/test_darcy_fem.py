@@ -529,11 +529,11 @@ def test_mesh_output_files_declare_ugrid(tmp_path: Path) -> None:
 
 
 def test_with_the_fem_stack_every_source_of_the_profiles_is_checked() -> None:
-    """tests/solvers/test_config_without_fem.py is the other side: without gmsh the FEM sources are named, not checked."""
+    """tests/pipeline/test_config_without_fem.py is the other side: without gmsh the FEM sources are named, not checked."""
     from opflow.config import load_config_files
-    from solvers import config as solver_config
+    from pipeline import config as pipeline_config
     from workflow_helpers import PROFILES
 
-    solver_config._info.cache_clear()
-    solver_config.check_config(load_config_files([str(p) for p in PROFILES["quick"]]))
-    assert solver_config.unavailable_sources() == {}
+    pipeline_config._info.cache_clear()
+    pipeline_config.check_config(load_config_files([str(p) for p in PROFILES["quick"]]))
+    assert pipeline_config.unavailable_sources() == {}

@@ -17,7 +17,7 @@ from opflow.data.shards import merge_shards
 from opflow.data.transforms import derive
 from solvers.base import get_generator
 from solvers.generate import write_shard
-from solvers.regenerate import VOLATILE_ATTRS, regenerate
+from pipeline.regenerate import VOLATILE_ATTRS, regenerate
 
 
 @pytest.fixture

@@ -12,17 +12,17 @@ import pytest
 
 from opflow.config import deep_merge, load_config_files
 from opflow.data.errors import ConfigError, MissingStackError
-from solvers import config as solver_config
-from solvers.config import check_config, source_info, unavailable_sources
+from pipeline import config as pipeline_config
+from pipeline.config import check_config, source_info, unavailable_sources
 from workflow_helpers import PROFILES
 
 
 @pytest.fixture
 def without_gmsh(monkeypatch: pytest.MonkeyPatch):
     monkeypatch.setitem(sys.modules, "gmsh", None)  # `import gmsh` now raises ModuleNotFoundError
-    solver_config._info.cache_clear()
+    pipeline_config._info.cache_clear()
     yield
-    solver_config._info.cache_clear()
+    pipeline_config._info.cache_clear()
 
 
 @pytest.mark.parametrize("profile", ["default", "quick"])

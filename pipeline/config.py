@@ -1,12 +1,17 @@
-"""Checks of the generation half of the workflow config that need a solver's metadata, run when the workflow loads.
+"""The workflow config, loaded and checked as a whole: both halves, and whether each model fits its data.
 
-The typed tree (:mod:`opflow.config`) checks keys, types and ranges. This adds what only a
-generator knows, from its ``Params`` and its declared dimensions and fields, without solving
+This is the workflow layer (:mod:`pipeline`): it imports ``opflow`` (the typed tree
+:mod:`opflow.config`, the fit check :mod:`opflow.compat`) and ``solvers`` (the generators'
+metadata), and neither imports it. The typed tree checks keys, types and ranges. This adds what
+only a generator knows, from its ``Params`` and its declared dimensions and fields, without solving
 anything and without importing torch:
 
 * each source's solver exists and accepts its ``params`` (the solver's ``Params`` dataclass,
-  validated by the one mechanism of :mod:`opflow.schema`); ``mpi_ranks > 1`` only for solvers that
-  run under MPI;
+  validated by the one mechanism of :mod:`opflow.schema`), and its layout keeps the generator
+  contract for those values (:func:`solvers.contract.check_instance`); ``mpi_ranks > 1`` only for
+  solvers that run under MPI;
+* every dataset's resolutions fit its source's grid; several that do not, on one source (a source
+  regenerated at a new grid), are one line naming the grids that fit every dataset on it;
 * every dataset's source exists and its split sizes fit in the source;
 * its resolutions (training and zero-shot) are strided subsamples of the source grid;
 * its ``task`` names variables the source writes;
@@ -17,8 +22,8 @@ anything and without importing torch:
   look like (grid or points, dimension, grid after resolution, points, input sets).
 
 :func:`load_workflow` is the one loader of the workflow config: Snakemake's (``rules/common.smk``)
-and ``opflow train --config``'s (the CLI imports it inside the command, as ``regenerate`` imports
-the generators), so both entry points refuse the same configs with the same lines.
+and ``opflow train --config``'s (the CLI imports it inside the command), so both entry points
+refuse the same configs with the same lines. :func:`workflow_schema` is ``opflow schema``'s.
 
 :class:`SourceInfo` is what the Snakefile asks of a source (grid size, valid resolutions, the hash
 of its resolved parameters); :func:`source_info` builds it once per source.
@@ -43,7 +48,7 @@ from opflow.data.errors import ConfigError, DatasetError, MissingStackError
 from opflow.data.provenance import params_hash
 from opflow.data.transforms import GRID_DIMS, is_periodic, stride_for
 from opflow.data.view_spec import OneStepView, WindowView
-from solvers.base import FieldSpec, get_generator
+from solvers.base import FieldSpec, get_generator, params_classes
 from solvers.contract import GeneratorContractError, check_instance
 
 
@@ -452,3 +457,11 @@ def dataset_resolution(config: Mapping[str, Any] | WorkflowConfig, name: str) ->
     if ds.resolution is not None:
         return ds.resolution
     return source_info(wf, ds.source).grid
+
+
+def workflow_schema() -> dict[str, Any]:
+    """The JSON schema of the workflow config with each solver's ``params`` typed by its ``Params``
+    (``opflow schema``; :func:`opflow.config_schema.workflow_json_schema`)."""
+    from opflow.config_schema import workflow_json_schema
+
+    return workflow_json_schema(params_classes())

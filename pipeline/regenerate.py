@@ -1,8 +1,10 @@
 """Rebuild a dataset file from its own provenance attributes and compare it with the original.
 
 ``opflow regenerate FILE [--out NEW]`` (the command lives in :mod:`opflow.cli`, which imports this
-module inside the command: see :func:`opflow.cli._regenerate` for why that one command crosses the
-``opflow`` -> ``solvers`` boundary).
+module inside the command). Rebuilding runs a generator of ``solvers`` and the derivation of
+``opflow.data``, so it belongs to the workflow layer above both halves (:mod:`pipeline`): the
+console script reaches ``solvers`` only through here. :func:`declared_variables` is what
+``opflow validate`` checks a file's variables against.
 
 What is rebuilt, from the global attributes alone (``docs/format.md``, "Provenance"):
 
@@ -39,6 +41,7 @@ import numpy as np
 
 from opflow.data.errors import DatasetError
 from opflow.data.format import open_dataset
+from solvers.base import SolverError  # noqa: F401  what a failed rebuild raises besides ConfigError (the CLI imports it from here)
 
 #: global attributes that legitimately differ between a file and its regeneration
 VOLATILE_ATTRS = (
