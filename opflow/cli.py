@@ -564,6 +564,20 @@ def _publish(a: argparse.Namespace) -> int:
     return run(a)
 
 
+def _queue_args(p: argparse.ArgumentParser) -> None:
+    from opflow.queue import add_arguments
+
+    add_arguments(p)
+
+
+@command("queue", _queue_args)
+def _queue(a: argparse.Namespace) -> int:
+    """The GPU lease queue and what the next lease trains (:mod:`opflow.queue`)."""
+    from opflow.queue import run
+
+    return run(a)
+
+
 def _bench_args(p: argparse.ArgumentParser) -> None:
     from opflow.bench import add_arguments
 
