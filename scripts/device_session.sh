@@ -51,6 +51,7 @@ for s in ${steps//,/ }; do
     [[ "$known" == *" $s "* ]] || { echo "device_session: unknown step '$s' in --steps (known:$known)" >&2; exit 2; }
 done
 want() { [[ ",$steps," == *",$1,"* ]]; }
+if want train && want queue; then echo "device_session: the steps train and queue both take the time that is left; pick one" >&2; exit 2; fi
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$root" || exit 2
 out="${OUT:-logs/device}"
@@ -60,7 +61,6 @@ py="${PYTHON:-python3}"
 t0=$SECONDS
 say() { printf '[device_session %4ds] %s\n' "$((SECONDS - t0))" "$*"; }
 left() { echo $((deadline - (SECONDS - t0))); }
-if want train && want queue; then echo "device_session: the steps train and queue both take the time that is left; pick one" >&2; exit 2; fi
 reserve=20; { want train || want queue; } && reserve=300   # seconds the steps before the training leave to it (or to the packing)
 budget() { local b=$(( $(left) - reserve )); (( b > $1 )) && b=$1; echo $(( b > 0 ? b : 0 )); }  # min(cap, left - reserve)
 pack_logs() { tar -czf "$out/session-logs.tgz" -C "$logs" .; }
