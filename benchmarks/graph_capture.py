@@ -52,11 +52,9 @@ def probe(family: str, part: str) -> dict[str, Any]:
             def body() -> Any:
                 return torch.linalg.cholesky_ex(x)
         else:
-            from opflow.data.torch_data import Normalizers  # noqa: F401 - import check
             from opflow.hostsync import deferred_checks
             from opflow.models import build_model
             from opflow.optim import adam_step_on_device
-            from opflow.train_step import _tree_map
 
             torch.manual_seed(0)
             m = build_model(TINY[family], 1, 1, 2).to(dev)
@@ -88,7 +86,6 @@ def probe(family: str, part: str) -> dict[str, Any]:
                         adam_step_on_device(opt, hyper)
                     return loss.detach()
 
-            _ = _tree_map
         stream = torch.cuda.Stream()
         stream.wait_stream(torch.cuda.current_stream())
         with torch.cuda.stream(stream):

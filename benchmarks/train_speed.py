@@ -408,11 +408,11 @@ def measure_steps(
     trainer.resume(restart=True)
     trainer.fwd_model.train()
 
-    def batches():  # noqa: ANN202 - the epoch's iteration, repeated
+    def batches(source: Any):  # noqa: ANN202 - the epoch's iteration, repeated
         while True:
-            yield from trainer.train_batches
+            yield from source
 
-    it = batches()
+    it = batches(trainer.train_batches)
     with deferred_checks():
         t0 = time.perf_counter()
         for _ in range(warmup):
