@@ -24,6 +24,8 @@ block                       from
                             ``benchmarks.protocol_cost.readme_table`` (rows derived by its current rules)
 ``model-cost-cpu``          ``benchmarks/results/models_cpu.json`` through ``benchmarks.models.markdown_table``
 ``model-cost-gpu``          ``benchmarks/results/models_cuda.json``, the same
+``train-step-gpu``          ``benchmarks/results/train_speed_steps_*.json`` through
+                            ``benchmarks.train_speed.steps_table`` (a step's wall and GPU kernel time)
 ==========================  ===============================================================================
 
 ``tests/opflow/test_doc_tables.py`` checks that the committed pages equal what this writes, so a
@@ -121,6 +123,17 @@ def reproduction_records(repo: Path = REPO) -> str:
     return "\n".join(out)
 
 
+def train_step_gpu(repo: Path = REPO) -> str:
+    """The training step's wall time against the GPU's kernel time, every ``train_speed_steps_*.json``."""
+    import importlib
+
+    if str(repo) not in sys.path:
+        sys.path.insert(0, str(repo))
+    mod = importlib.import_module("benchmarks.train_speed")
+    files = sorted((repo / "benchmarks" / "results").glob("train_speed_steps_*.json"))
+    return mod.steps_table([json.loads(p.read_text()) for p in files])
+
+
 def _bench(repo: Path, module: str, fn: str, result: str) -> str:
     import importlib
 
@@ -140,6 +153,7 @@ BLOCKS: dict[str, Callable[[Path], str]] = {
     "protocol-cost": lambda repo: _bench(repo, "protocol_cost", "readme_table", "protocol_cost.json"),
     "model-cost-cpu": lambda repo: _bench(repo, "models", "markdown_table", "models_cpu.json"),
     "model-cost-gpu": lambda repo: _bench(repo, "models", "markdown_table", "models_cuda.json"),
+    "train-step-gpu": lambda repo: train_step_gpu(repo),
 }
 
 
