@@ -18,7 +18,7 @@ block                       from
 ``reproductions-summary``   ``published/*/result.json`` through :func:`opflow.report.build_report` (the
                             report's rows and ratios): the rows that are runs of the paper protocol and
                             have a published number, one line each (the README's results table)
-``reproductions``           the same report rows as :func:`opflow.report.markdown_table` prints them
+``reproductions``           the report page's table of our numbers (:func:`opflow.report_page.ours_table`)
 ``reproduction-records``    ``published/*/record.json``: statistics, training time and device, the note
 ``protocol-cost``           ``benchmarks/results/protocol_cost.json`` through
                             ``benchmarks.protocol_cost.readme_table`` (rows derived by its current rules)
@@ -61,10 +61,16 @@ class DocsError(ValueError):
 
 
 def _report(repo: Path):
-    from opflow.report import build_report, load_reference
+    """The report of the committed records, with what they say of diverged and unfinished runs and costs."""
+    from opflow.report import build_report, load_facts, load_reference
 
     files = sorted(repo.glob("published/*/result.json"))
-    return build_report(files, load_reference(repo / "config" / "reference.yaml"), profile="default", paper_config=repo / "config" / "default.yaml")
+    ref = load_reference(repo / "config" / "reference.yaml")
+    paper = repo / "config" / "default.yaml"
+    facts = load_facts(paper, costs=sorted((repo / "benchmarks" / "results").glob("protocol_cost*.json")),
+                       diverged=repo / "published" / "diverged.yaml", published=repo / "published",
+                       pairs={(e.dataset, e.model) for e in ref}, root=repo)
+    return build_report(files, ref, profile="default", paper_config=paper, facts=facts, workdir=repo)
 
 
 def _record(found) -> dict:
@@ -78,44 +84,46 @@ def _device(rec: dict) -> str:
 
 
 def reproductions_summary(repo: Path = REPO) -> str:
-    """The README's results table: every reproduced row (a paper-protocol run with a published number)."""
-    from opflow.report import RefEntry, _fmt, _seconds
+    """The README's results table: every reproduced row (a paper-protocol run with a published number),
+    numbers in the report's one format (:mod:`opflow.report_format`)."""
+    from opflow import report_format as fmt
+    from opflow.report import RefEntry
 
-    lines = ["| record | published number | ours | published | ours / published | trained on |", "| --- | --- | ---: | ---: | ---: | --- |"]
+    lines = ["| record | published number | ours | published | ours / published | trained on (h:mm) |", "| --- | --- | ---: | ---: | ---: | --- |"]
     for r in _report(repo).rows:
         if r.ratio is None and r.bound is None:
             continue
         rec = _record(r.found)
-        ratio = f"**{r.ratio:.2f}**" if r.ratio is not None else RefEntry.bound_text(*r.bound)
-        published = f"< {_fmt(r.ref.value)}" if r.ref.relation == "<" else _fmt(r.ref.value)
+        ratio = f"**{fmt.ratio(r.ratio)}**" if r.ratio is not None else RefEntry.bound_text(*r.bound)
+        published = f"< {fmt.sci(r.ref.value)}" if r.ref.relation == "<" else fmt.sci(r.ref.value)
         where = f"{r.ref.paper} {r.ref.table}" + ("" if r.ref.statistic == "mean" and r.ref.where is None else f" ({r.what})")
-        device = f"{_device(rec)}, {_seconds(rec['train_time_s'])}"
-        lines.append(f"| `{r.found.path.parent.name}` | {where} | {_fmt(r.ours)} | {published} | {ratio} | {device} |")
+        device = f"{_device(rec)}, {fmt.hmm(rec['train_time_s'])}"
+        lines.append(f"| `{r.found.path.parent.name}` | {where} | {fmt.sci(r.ours)} | {published} | {ratio} | {device} |")
     return "\n".join(lines)
 
 
 def reproductions(repo: Path = REPO) -> str:
-    """Every row of the report that comes from a committed record, as the report prints it."""
-    from opflow.report import Report, markdown_table
+    """Every row of the report that comes from a committed record (or a diverged or unfinished run), as the
+    report page's table of our numbers (:func:`opflow.report_page.ours_table`), linked from docs/."""
+    from opflow.report_page import _md_table, ours_table
 
-    rep = _report(repo)
-    return markdown_table(Report([r for r in rep.rows if r.found is not None], [], rep.profile))
+    return "\n".join(_md_table(ours_table(_report(repo).rows), repo / "docs"))
 
 
 def reproduction_records(repo: Path = REPO) -> str:
     """One entry per record: the three statistics, training time, median epoch, device and the note."""
-    from opflow.report import _fmt, _seconds
+    from opflow import report_format as fmt
 
     out = []
     for path in sorted(repo.glob("published/*/record.json")):
         rec = json.loads(path.read_text())
         res = json.loads((path.parent / "result.json").read_text())
         m = res.get("metrics", {})
-        stats = " / ".join(_fmt(m.get(f"rel_l2_{s}")) for s in ("mean", "median", "max"))
+        stats = " / ".join(fmt.sci(m.get(f"rel_l2_{s}")) for s in ("mean", "median", "max"))
         epoch = rec.get("epoch_time_s_median")
         head = (
             f"- **`{path.parent.name}`** (`{rec['rerun']}`): rel L2 mean / median / max {stats}; {rec['parameters']:,} parameters, "
-            f"{rec['epochs']} epochs, {_seconds(rec['train_time_s'])} of training on {_device(rec)}"
+            f"{rec['epochs']} epochs, {fmt.hmm(rec['train_time_s'])} (h:mm) of training on {_device(rec)}"
             + (f" ({epoch:.3g} s per epoch, median)" if epoch else "")
             + f"; commit {str(rec.get('git_commit') or '?')[:7]}, {str(rec.get('published_at', '?'))[:10]}."
         )
