@@ -1,6 +1,6 @@
 """The SLURM profile on a real SLURM cluster: shards, merge, derive, train and evaluate as sbatch jobs.
 
-Runs where SLURM answers (`sinfo`; with accounting, since the executor plugin polls `sacct`), e.g.
+Runs where SLURM answers (`sinfo`; with accounting: the memory checks read `sacct`), e.g.
 on the single-node cluster of `scripts/slurm_local.sh up`; skipped elsewhere (CI has no SLURM).
 The tiny workflow config of the pipeline tests, trained for one epoch: about a minute and a half on
 a loaded 2-core machine, most of it the scheduler's round trips. A training cancelled with `scancel`
