@@ -1,22 +1,24 @@
 #!/usr/bin/env bash
 # A single-node SLURM cluster on this machine, with accounting, from the distribution's packages.
+# Run as root (a root shell, or `sudo` in front where the machine has it):
 #
-#   sudo scripts/slurm_local.sh up       install (apt-get, Debian 12: slurmctld slurmd slurmdbd slurm-client
+#   scripts/slurm_local.sh up            install (apt-get, Debian 12: slurmctld slurmd slurmdbd slurm-client
 #                                        munge mariadb-server), write the configs, create the accounting
 #                                        database, cluster, account and user, start the daemons
-#   sudo scripts/slurm_local.sh status   each daemon's pid and whether it runs; sinfo
-#   sudo scripts/slurm_local.sh down     stop the daemons by their pids (slurmd, slurmctld, slurmdbd,
+#   scripts/slurm_local.sh status        each daemon's pid and whether it runs; sinfo
+#   scripts/slurm_local.sh down          stop the daemons by their pids (slurmd, slurmctld, slurmdbd,
 #                                        mariadb, munged), waiting until each has exited
 #
 # Idempotent: `up` twice starts nothing twice and keeps the accounting database (and its password);
 # the configs are rewritten each time from this machine's CPUs and memory (`slurmd -C`).
-# Accounting (slurmdbd on MariaDB) is what snakemake-executor-plugin-slurm needs: it polls `sacct`
-# for the state of the jobs it submitted (docs/scale_out.md). Memory requests are enforced by
+# Accounting (slurmdbd on MariaDB): `sacct` and `sacctmgr` answer the executor plugin (account
+# checks, a failed job's reason) and the SLURM test (each job's memory); the profile reads the jobs'
+# states from `squeue` (docs/scale_out.md). Memory requests are enforced by
 # polling (JobAcctGatherParams=OverMemoryKill), not by cgroups, which containers often lack.
 #
 # Settings (environment): SLURM_LOCAL_CLUSTER (cluster name, default opflow-local),
 # SLURM_LOCAL_ACCOUNT (account, default opflow), SLURM_LOCAL_USERS (users added to the account,
-# default: root and $SUDO_USER).
+# default: root and, when run through sudo, $SUDO_USER).
 set -euo pipefail
 
 CLUSTER=${SLURM_LOCAL_CLUSTER:-opflow-local}

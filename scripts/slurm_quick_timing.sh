@@ -41,7 +41,7 @@ done
 [[ -x $PY ]] || { echo "slurm_quick_timing: no interpreter at $PY; run scripts/bootstrap.sh or set PYTHON" >&2; exit 2; }
 [[ -z $EXTRA || -f $EXTRA ]] || { echo "slurm_quick_timing: --extra-config $EXTRA does not exist" >&2; exit 2; }
 command -v sinfo >/dev/null && sinfo -h >/dev/null 2>&1 || {
-    echo "slurm_quick_timing: no SLURM cluster answers (sinfo); start one with sudo scripts/slurm_local.sh up" >&2
+    echo "slurm_quick_timing: no SLURM cluster answers (sinfo); start one as root with scripts/slurm_local.sh up" >&2
     exit 2
 }
 
