@@ -57,6 +57,12 @@ eq. 11 names no norm); the embedding and output MLPs are ``Linear -> act`` follo
 ``mlp_layers`` residual hidden layers ``h <- act(W h + b) + h`` and a last ``Linear``
 (:class:`ResidualMLP`); biases on every projection; the gate MLP's width equals the FFN's.
 
+The release itself is ``models.gnot_official`` in config/default.yaml (``cross_aggregate: sum``,
+``self_query_skip: true``, ``globals_mode: query``, ``coord_norm: unit_gaussian``; 1,756,721
+parameters at elasticity972); docs/gnot.md gives the release's file and line for each option and
+what of its input encoding could not be inferred. ``gnot`` (the paper's equations) keeps the other
+values.
+
 Grids (Darcy, Navier-Stokes) are point sets here: ``grid_shape`` is ignored, the queries are the
 grid points (``query=None``) and the input function is the field on the same points. Without input
 channels (elasticity point clouds, ``task.inputs: []``) the input function is the point cloud

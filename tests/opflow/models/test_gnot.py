@@ -435,3 +435,33 @@ def test_models_without_input_sets_are_refused_and_views_without_them_unchanged(
     assert plain.input_sets == () and "input_sets" not in plain[0] and "input_sets" not in collate([plain[0], plain[1]])
     assert "input_sets" not in plain.fit_normalizers("unit_gaussian", "unit_gaussian").state_dict()
     assert "input_sets" not in plain.info()
+
+
+def test_coordinate_statistics_are_trained_saved_and_resumed_with_the_model(tmp_path: Path):
+    """Through the trainer: after training, the saved model holds the training split's coordinate
+    statistics (the toy grid: x on [0, 1], y on [0, 2], the same 16 x 16 points in every sample), and
+    a run interrupted after one epoch and resumed ends with the same weights and statistics."""
+    from opflow.inference import load_model
+    from opflow.train import train
+
+    from learning_helpers import grid_dataset, toy_run
+
+    torch.set_default_dtype(torch.float32)  # as in training (the fixture restores float64)
+    data = grid_dataset(tmp_path / "toy.nc")
+    run = toy_run(data, "ono", epochs=2)
+    run["model"] = "gnot_official"
+    run["model_config"] = {"arch": "gnot", "width": 8, "n_layers": 1, "n_heads": 2, "n_experts": 2, "ffn_ratio": 1.0, "mlp_layers": 1,
+                           "cross_aggregate": "sum", "self_query_skip": True, "globals_mode": "query", "coord_norm": "unit_gaussian"}
+    full = train(run, data, tmp_path / "full", progress=False)
+    part = train(run, data, tmp_path / "cut", progress=False, max_epochs_this_call=1)
+    assert not part.complete
+    rest = train(run, data, tmp_path / "cut", progress=False)
+    a, _ = load_model(full.model_path)
+    b, _ = load_model(rest.model_path)
+    for k, v in a.state_dict().items():
+        assert torch.equal(v, b.state_dict()[k]), k
+    # the batches carry float32 coordinates (rounding 1e-8 here); the statistics are accumulated in float64
+    g = torch.stack(torch.meshgrid(torch.linspace(0, 1, 16, dtype=torch.float64), torch.linspace(0, 2, 16, dtype=torch.float64), indexing="ij"), -1).reshape(-1, 2)
+    torch.testing.assert_close(a.coord_norm.mean, g.mean(0), rtol=0, atol=1e-7)
+    torch.testing.assert_close(a.coord_norm.scale(), g.std(0, correction=0) + 1e-8, rtol=1e-7, atol=0)
+    assert float(a.coord_norm.count) == 2 * 12 * 256  # two epochs of the 12 training samples
