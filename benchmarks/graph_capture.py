@@ -39,11 +39,11 @@ TINY = {
 BENCH_GPU_ARGS: list[str] = []
 
 
-def probe(family: str, part: str) -> dict[str, Any]:
-    """Run one probe in this process (the child's side)."""
+def probe(family: str, part: str, device: str = "cuda") -> dict[str, Any]:
+    """Run one probe in this process (the child's side); on a CPU (``--smoke``) the part runs without a capture."""
     import torch
 
-    dev = torch.device("cuda")
+    dev = torch.device(device)
     try:
         if part in OPS:
             c = torch.eye(16, dtype=torch.float64, device=dev) * 2
@@ -52,11 +52,9 @@ def probe(family: str, part: str) -> dict[str, Any]:
             def body() -> Any:
                 return torch.linalg.cholesky_ex(x)
         else:
-            from opflow.data.torch_data import Normalizers  # noqa: F401 - import check
             from opflow.hostsync import deferred_checks
             from opflow.models import build_model
             from opflow.optim import adam_step_on_device
-            from opflow.train_step import _tree_map
 
             torch.manual_seed(0)
             m = build_model(TINY[family], 1, 1, 2).to(dev)
@@ -66,7 +64,7 @@ def probe(family: str, part: str) -> dict[str, Any]:
             inputs = torch.randn(B, s * s, 1, device=dev)
             target = torch.randn(B, s * s, 1, device=dev)
             b = {"coords": coords, "inputs": inputs, "target": target}
-            opt = torch.optim.AdamW(m.parameters(), lr=1e-3, capturable=True)
+            opt = torch.optim.AdamW(m.parameters(), lr=1e-3, capturable=dev.type == "cuda")
             lr_t = torch.tensor(1e-3, device=dev)
             b1, b2 = torch.tensor(0.9, device=dev), torch.tensor(0.999, device=dev)
             if part == "adamw":
@@ -88,7 +86,12 @@ def probe(family: str, part: str) -> dict[str, Any]:
                         adam_step_on_device(opt, hyper)
                     return loss.detach()
 
-            _ = _tree_map
+        if dev.type != "cuda":  # --smoke: the code path only
+            for _ in range(2):
+                if part not in OPS:
+                    opt.zero_grad(set_to_none=True)
+                body()
+            return {"ok": True, "note": "run without a capture (no CUDA)"}
         stream = torch.cuda.Stream()
         stream.wait_stream(torch.cuda.current_stream())
         with torch.cuda.stream(stream):
@@ -115,12 +118,21 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--families", default="fno,ono,gnot,gt")
     ap.add_argument("--out", type=Path, default=None)
     ap.add_argument("--child", nargs=2, metavar=("FAMILY", "PART"), help=argparse.SUPPRESS)
+    ap.add_argument("--smoke", action="store_true", help="on the CPU, in this process: each part of fno once, without a capture (checks the code paths)")
     a = ap.parse_args(argv)
     if a.child:
         print(json.dumps(probe(*a.child)))
         return 0
     import torch
 
+    if a.smoke:
+        out = a.out or ROOT / "benchmarks/results/smoke/graph_capture.json"
+        probes = {f"fno {p}": probe("fno", p, "cpu") for p in PARTS}
+        write_json_atomic(out, {"benchmark": "graph_capture", "smoke": True, "created": utc_timestamp(), "device_name": "cpu",
+                                "torch": torch.__version__, "probes": probes})
+        bad = [k for k, r in probes.items() if not r["ok"]]
+        print(f"wrote {out}" + (f"; failed: {bad}" if bad else ""))
+        return 1 if bad else 0
     if not torch.cuda.is_available():
         ap.error("CUDA graphs need a CUDA device")
     fams = [f for f in a.families.split(",") if f]

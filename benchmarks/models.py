@@ -471,8 +471,12 @@ def measure(spec: Spec) -> dict[str, Any]:
         cpu = time.process_time() - cpu0
         peak = mem.peak()
         med = statistics.median(times)
+        kernel = _kernel_s_per_step(step, min(reps, 10), sync) if dev.type == "cuda" else None
         return {
             "step_s": {"median": med, "min": min(times), "max": max(times), "all": times, "warmup": t_first},
+            # the GPU's own work per step (torch.profiler's device events) and the wall over it: > 1.3 = host-bound
+            "kernel_s": kernel,
+            "wall_over_kernel": med / kernel if kernel else None,
             "repeats": reps,
             "s_per_sample": med / batch,
             "samples_per_s": batch / med,
@@ -504,6 +508,22 @@ def measure(spec: Spec) -> dict[str, Any]:
         "peak_memory_kind": mem.kind,
         "loadavg": {"start": load0, "end": loadavg()},
     }
+
+
+def _kernel_s_per_step(step: Callable[[], Any], n: int, sync: Callable[[], None]) -> float | None:
+    """GPU kernel seconds per call of ``step`` over ``n`` calls (:func:`benchmarks.train_speed.kernel_seconds`)."""
+    from torch.profiler import ProfilerActivity, profile
+
+    from benchmarks.train_speed import kernel_seconds
+
+    if n < 1:
+        return None
+    sync()
+    with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
+        for _ in range(n):
+            step()
+        sync()
+    return kernel_seconds(prof) / n
 
 
 def _child_env(threads: int) -> dict[str, str]:

@@ -408,11 +408,11 @@ def measure_steps(
     trainer.resume(restart=True)
     trainer.fwd_model.train()
 
-    def batches():  # noqa: ANN202 - the epoch's iteration, repeated
+    def batches(source: Any):  # noqa: ANN202 - the epoch's iteration, repeated
         while True:
-            yield from trainer.train_batches
+            yield from source
 
-    it = batches()
+    it = batches(trainer.train_batches)
     with deferred_checks():
         t0 = time.perf_counter()
         for _ in range(warmup):
@@ -676,19 +676,37 @@ def _g(x: float | None) -> str:
     return "-" if x is None else f"{x:.4g}"
 
 
+STEP_TABLE_HEAD = ["| pair | variant | step wall | GPU kernels | wall / kernel | captured | paper epoch (est.) |",
+                   "| --- | --- | ---: | ---: | ---: | --- | ---: |"]
+
+
+def _step_rows(result: Mapping[str, Any]) -> list[str]:
+    rows = []
+    for pair, entry in result.get("pairs", {}).items():
+        for name, v in entry.get("variants", {}).items():
+            k = v.get("step_kernel_s")
+            ratio = "-" if k is None else f"{v['wall_over_kernel']:.2f}"
+            rows.append(
+                f"| {pair} | {name} | {1e3 * v['step_wall_s']:.1f} ms | {'-' if k is None else f'{1e3 * k:.1f} ms'} | "
+                f"{ratio} | {'yes' if v['effective'].get('cuda_graph') else 'failed (plain step)' if v.get('cuda_graphs') else 'no'} | "
+                f"{v.get('paper_epoch_train_s_estimate', float('nan')):.1f} s |"
+            )
+    return rows
+
+
+def steps_table(results: Sequence[Mapping[str, Any]]) -> str:
+    """One Markdown table of several ``--steps`` results (docs and README: ``opflow docs``), each row's
+    device in a line under it."""
+    rows = [r for res in results for r in _step_rows(res)]
+    devices = sorted({f"{res.get('device_name')} (torch {res.get('versions', {}).get('torch')}, {str(res.get('created', ''))[:10]})" for res in results})
+    return "\n".join([*STEP_TABLE_HEAD, *rows, "", f"Measured on {', '.join(devices)}; `captured`: the step ran as one CUDA graph."])
+
+
 def summarize_steps(result: Mapping[str, Any]) -> list[str]:
     """``SUMMARY.md`` lines of a ``--steps`` result: per pair and variant, the step's wall and kernel time."""
     lines = [f"- single training steps on {result.get('device_name') or result.get('device')} (torch {result.get('versions', {}).get('torch')}); "
              f"GPU-bound = wall <= {result.get('gpu_bound_ratio')} x kernel time",
-             "", "| pair | variant | step wall | GPU kernels | wall / kernel | captured | paper epoch (est.) |", "| --- | --- | ---: | ---: | ---: | --- | ---: |"]
-    for pair, entry in result.get("pairs", {}).items():
-        for name, v in entry.get("variants", {}).items():
-            k = v.get("step_kernel_s")
-            lines.append(
-                f"| {pair} | {name} | {1e3 * v['step_wall_s']:.1f} ms | {'-' if k is None else f'{1e3 * k:.1f} ms'} | "
-                f"{'-' if k is None else f'{v["wall_over_kernel"]:.2f}'} | {'yes' if v['effective'].get('cuda_graph') else 'no'} | "
-                f"{v.get('paper_epoch_train_s_estimate', float('nan')):.1f} s |"
-            )
+             "", *STEP_TABLE_HEAD, *_step_rows(result)]
     lines += [f"- {k}: {why}" for k, why in result.get("skipped", {}).items()]
     return lines
 

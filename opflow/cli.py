@@ -14,6 +14,7 @@
     opflow evaluate MODEL ...      test errors, zero-shot errors, speed and memory -> results JSON + PNG
     opflow report RESULT.json ...  results beside the published numbers -> Markdown + HTML page
     opflow bench [--smoke]         every benchmarks/*.py -> benchmarks/results/*.json + SUMMARY.md
+    opflow docs [--check]          rewrite the tables of README.md and docs/*.md made from committed records
 
 Commands that need torch import it inside their function, so the data commands stay fast.
 """
@@ -564,6 +565,20 @@ def _publish(a: argparse.Namespace) -> int:
     return run(a)
 
 
+def _queue_args(p: argparse.ArgumentParser) -> None:
+    from opflow.queue import add_arguments
+
+    add_arguments(p)
+
+
+@command("queue", _queue_args)
+def _queue(a: argparse.Namespace) -> int:
+    """The GPU lease queue and what the next lease trains (:mod:`opflow.queue`)."""
+    from opflow.queue import run
+
+    return run(a)
+
+
 def _bench_args(p: argparse.ArgumentParser) -> None:
     from opflow.bench import add_arguments
 
@@ -574,6 +589,20 @@ def _bench_args(p: argparse.ArgumentParser) -> None:
 def _bench(a: argparse.Namespace) -> int:
     """Run the benchmarks (:mod:`opflow.bench`); exit 1 when one failed."""
     from opflow.bench import run
+
+    return run(a)
+
+
+def _docs_args(p: argparse.ArgumentParser) -> None:
+    from opflow.doc_tables import add_arguments
+
+    add_arguments(p)
+
+
+@command("docs", _docs_args)
+def _docs(a: argparse.Namespace) -> int:
+    """The generated tables of the README and docs/ (:mod:`opflow.doc_tables`); --check: exit 1 when one is stale."""
+    from opflow.doc_tables import run
 
     return run(a)
 

@@ -5,15 +5,20 @@
     opflow report quick/results/*.json --profile quick --md report.md --site report/
 
 Inputs: every results JSON (:class:`opflow.records.Results`, format version 2) of a profile, the
-published numbers (``config/reference.yaml``, :func:`load_reference`) and the paper profile
-(``config/default.yaml``). Outputs: a Markdown page (``report.md``: one table, then the figures by
-relative link) and a folder with a static HTML page (``index.html``, every PNG inlined, so the one
-file can be mailed or archived) beside the PNGs.
+published numbers (``config/reference.yaml``, :func:`load_reference`), the paper profile
+(``config/default.yaml``) and the committed records that say what became of the published numbers
+without a result (:mod:`opflow.report_status`): the estimated cost of each protocol
+(``benchmarks/results/protocol_cost*.json``), the runs that diverged (``published/diverged.yaml``)
+and the partial record folders (``published/<dataset>_<model>/`` without ``result.json``). Outputs
+(:mod:`opflow.report_page`): a Markdown page (``report.md``) and a folder with a static HTML page
+(``index.html``, every PNG inlined) beside the PNGs; both link each row to its record files
+relative to themselves.
 
-The table has one row per published number (``reference.yaml`` entry) and one per result that
-has none: dataset, model, the statistic and where it is read in the results JSON, our number,
-the published one, the ratio ours / published, the source (paper and table), the profile the
-result came from, parameter count, training time and training device.
+There is one row per published number (``reference.yaml`` entry) and one per result that has none:
+dataset, model, the statistic and where it is read in the results JSON, our number, the published
+one, the ratio ours / published, the source (paper and table), parameter count, training time and
+device, the links to its record, and its status (reproduced, better, worse, diverged, not run and
+why). The page opens with the counts of the statuses per paper and per model.
 
 **Reproduction or not.** A result counts as a run of the paper protocol only when its run hash
 (:func:`opflow.config.run_hash`: model, training numerics, task, dataset definition and splits)
@@ -34,11 +39,10 @@ Torch-free (numpy, yaml and matplotlib only), so the report rule runs anywhere.
 from __future__ import annotations
 
 import argparse
-import base64
-import html
 import math
 import re
 import shutil
+from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -49,10 +53,14 @@ import yaml
 from opflow.atomic import atomic_write_text
 from opflow.data.errors import ConfigError
 from opflow.records import RecordError, Results
+from opflow.report_status import ORDER, Cost, Facts, Status, classify, find_unfinished, load_costs, load_diverged, paper_names
 
 REPO = Path(__file__).resolve().parents[1]
 DEFAULT_REFERENCE = REPO / "config" / "reference.yaml"
 DEFAULT_PAPER_CONFIG = REPO / "config" / "default.yaml"
+DEFAULT_COSTS = REPO / "benchmarks" / "results" / "protocol_cost*.json"
+DEFAULT_PUBLISHED = REPO / "published"
+DEFAULT_DIVERGED = DEFAULT_PUBLISHED / "diverged.yaml"
 
 STATISTICS = ("mean", "median", "max")
 WHERE_KINDS = {"zero_shot": "zero-shot at", "eval_set": "evaluation set", "frames": "frames", "channel": "channel"}
@@ -232,7 +240,11 @@ def statistic_of(results: Results, statistic: str, where: tuple[str, str] | None
     return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
 
 
-# --------------------------------------------------------------------------- the table
+# --------------------------------------------------------------------------- the rows
+
+
+#: the files of a record folder (published/<dataset>_<model>/, opflow publish) that a row links, with their labels
+RECORD_FILES = (("record", "record.json"), ("curves", "curves.png"), ("json", "curves.json"), ("prediction", "prediction.png"), ("log", "train.log"), ("README", "README.md"))
 
 
 @dataclass
@@ -243,8 +255,13 @@ class Row:
     ours: float | None
     ref: RefEntry | None
     found: Found | None
-    profile: str
-    remark: str = ""
+    status: Status = Status.NOT_YET
+    reason: str = ""
+    """A few words on the status (why not run, where it diverged)."""
+    links: list[tuple[str, Path]] = field(default_factory=list)
+    """(label, file) of its record: result, curves, prediction figure, training log."""
+    cost: Cost | None = None
+    """The protocol's estimated training time (benchmarks/results/protocol_cost*.json)."""
 
     @property
     def ratio(self) -> float | None:
@@ -261,6 +278,13 @@ class Row:
         ratio, meets = self.ref.compare(self.ours)
         return None if ratio is None else (ratio, bool(meets))
 
+    @property
+    def record(self) -> str | None:
+        """The name of its committed record folder (published/<name>/), if it comes from one."""
+        if self.found is not None and (self.found.path.parent / "record.json").is_file():
+            return self.found.path.parent.name
+        return None
+
 
 @dataclass
 class Report:
@@ -269,16 +293,36 @@ class Report:
     profile: str
     figures: list[tuple[str, Path]] = field(default_factory=list)
     """(caption, PNG in the site folder)."""
+    papers: dict[str, str] = field(default_factory=dict)
+    """Short name -> citation of every paper with a row, in the order of the reference."""
 
 
-def _fmt(x: float | None) -> str:
-    return "-" if x is None or not math.isfinite(x) else f"{x:.4g}"
+def links_of(found: Found, workdir: Path) -> list[tuple[str, Path]]:
+    """The files a row of this result links: its record folder's, or the result, curves, prediction and log of the run."""
+    folder = found.path.parent
+    if (folder / "record.json").is_file():
+        return [(label, folder / name) for label, name in RECORD_FILES if (folder / name).is_file()]
+    res = found.results
+    model_dir = workdir / Path(res.model_file).parent
+    candidates = [("results", found.path), ("curves", model_dir / "curves.png"), ("json", model_dir / "curves.json")]
+    candidates += [("prediction", workdir / res.plot)] if res.plot else []
+    candidates += [("log", model_dir / "train.log")]
+    return [(label, p) for label, p in candidates if p.is_file()]
 
 
-def _seconds(s: float | None) -> str:
-    if s is None or not math.isfinite(s):
-        return "-"
-    return f"{s:.0f} s" if s < 600 else (f"{s / 60:.0f} min" if s < 7200 else f"{s / 3600:.1f} h")
+def load_facts(
+    paper_config: str | Path | None,
+    *,
+    costs: Iterable[str | Path] = (),
+    diverged: str | Path | None = None,
+    published: str | Path | None = None,
+    pairs: Iterable[tuple[str, str]] = (),
+    root: str | Path = ".",
+) -> Facts:
+    """What the committed records say beyond the results (:mod:`opflow.report_status`): the paper
+    profile's names, the cost estimates, the diverged runs and the partial records of ``pairs``."""
+    datasets, models = paper_names(paper_config) if paper_config else (frozenset(), frozenset())
+    return Facts(datasets, models, load_costs(costs), load_diverged(diverged, root), find_unfinished(published, pairs))
 
 
 def build_report(
@@ -287,8 +331,12 @@ def build_report(
     *,
     profile: str,
     paper_config: str | Path = DEFAULT_PAPER_CONFIG,
+    facts: Facts | None = None,
+    workdir: str | Path = ".",
 ) -> Report:
-    """Rows for every published number and every result (see the module doc for the rules)."""
+    """Rows for every published number and every result, each with its status (see the module doc)."""
+    workdir = Path(workdir)
+    facts = facts or Facts()
     good, bad = read_results(result_files)
     hashes = paper_hashes(paper_config, {(r.dataset, r.model) for _, r in good})
     by_pair: dict[tuple[str, str], Found] = {}
@@ -300,59 +348,35 @@ def build_report(
         if old is None or (found.protocol, "published" in path.parts) > (old.protocol, "published" in old.path.parts):
             by_pair[(res.dataset, res.model)] = found
 
-    def label(found: Found | None) -> str:
-        if found is None:
-            return "-"
-        if found.protocol and "published" in found.path.parts:
-            return f"{profile} (paper protocol, record {found.path.parent.name})"
-        return f"{profile} (paper protocol)" if found.protocol else f"{profile} (reduced, not a reproduction)"
-
     rows: list[Row] = []
     referenced = set()
     order = list(dict.fromkeys([e.dataset for e in reference] + sorted({d for d, _ in by_pair})))
     for ds in order:
-        entries = [e for e in reference if e.dataset == ds]
-        for e in entries:
+        for e in (e for e in reference if e.dataset == ds):
             found = by_pair.get((e.dataset, e.model))
             ours = statistic_of(found.results, e.statistic, e.where, e.metric) if found else None
-            remark = "" if found else "no result"
-            if found and ours is None:
-                remark = f"not in the results ({e.what})"
-            rows.append(Row(ds, e.model, e.what, ours, e, found, label(found), remark))
+            rows.append(Row(ds, e.model, e.what, ours, e, found))
             referenced.add((e.dataset, e.model))
         for (d, m), found in sorted(by_pair.items()):
             if d == ds and (d, m) not in referenced:
-                rows.append(Row(d, m, "mean", statistic_of(found.results, "mean", None), None, found, label(found), "no published number"))
-    return Report(rows, bad, profile)
-
-
-def markdown_table(report: Report) -> str:
-    head = "| dataset | model | statistic | ours | published | ours / published | source | profile | parameters | training | device |"
-    lines = [head, "|" + " --- |" * head.count(" | ") + " --- |"]
-    for r in report.rows:
-        res = r.found.results if r.found else None
-        published = "-" if r.ref is None else (f"< {_fmt(r.ref.value)}" if r.ref.relation == "<" else _fmt(r.ref.value))
-        ratio = r.ratio
-        reduced = r.found is not None and not r.found.protocol
-        ratio_txt = f"{ratio:.2f}" if ratio is not None else ("- (reduced run)" if r.ref is not None and reduced else "-")
-        if r.bound is not None:
-            ratio_txt = RefEntry.bound_text(*r.bound)
-        ours = _fmt(r.ours) if r.ours is not None else (r.remark or "-")
-        cells = [
-            r.dataset,
-            r.model,
-            r.what,
-            ours,
-            published,
-            ratio_txt,
-            r.ref.source if r.ref else "-",
-            r.profile,
-            f"{res.parameters:,}" if res else "-",
-            f"{_seconds(res.train_time_s)}, {res.epochs} epochs" if res else "-",
-            (res.train_device_name or res.train_device or "-") if res else "-",
-        ]
-        lines.append("| " + " | ".join(c.replace("|", "/") for c in cells) + " |")
-    return "\n".join(lines)
+                rows.append(Row(d, m, "mean", statistic_of(found.results, "mean", None), None, found))
+    for r in rows:
+        pair = (r.dataset, r.model)
+        r.cost = facts.costs.get(pair)
+        r.status, r.reason = classify(
+            pair, has_result=r.found is not None, protocol=bool(r.found and r.found.protocol), ours=r.ours,
+            published=r.ref is not None, ratio=r.ratio, bound=r.bound, facts=facts,
+        )  # fmt: skip
+        if r.found is not None:
+            r.links = links_of(r.found, workdir)
+        elif pair in facts.diverged:
+            v = facts.diverged[pair]
+            r.links = [(label, p) for label, p in (("curves json", v.curves), ("figure", v.figure), ("diagnostic", v.diagnostic)) if p is not None]
+        elif pair in facts.unfinished:
+            folder = facts.unfinished[pair].folder
+            r.links = [(label, folder / name) for label, name in RECORD_FILES if (folder / name).is_file()]
+    papers = {e.paper: e.citation for e in reference if any(r.ref is e for r in rows)}
+    return Report(rows, bad, profile, papers=papers)
 
 
 # --------------------------------------------------------------------------- figures
@@ -419,65 +443,7 @@ def _copy(src: Path, dst: Path) -> Path:
     return dst
 
 
-# --------------------------------------------------------------------------- pages
-
-
-def _preamble(report: Report) -> list[str]:
-    n_ours = sum(1 for r in report.rows if r.ours is not None and r.ref is not None)
-    n_protocol = sum(1 for r in report.rows if r.ratio is not None or r.bound is not None)
-    return [
-        f"Profile `{report.profile}`. {len(report.rows)} rows: {sum(r.ref is not None for r in report.rows)} published numbers "
-        f"(config/reference.yaml), {n_ours} of them with a number of ours, {n_protocol} from runs of the paper protocol.",
-        "",
-        "Ratios (ours / published) are given only for runs of the paper protocol (their run hash equals the one "
-        "config/default.yaml gives the pair); every other result is marked *reduced, not a reproduction* and has no ratio. "
-        "A published bound (\"below 1 %\") is given as ours / bound and whether ours is below it. "
-        "Statistics are over the test samples of the relative L2 error.",
-    ]
-
-
-def render_markdown(report: Report, site_rel: str) -> str:
-    out = ["# Reproduction report", "", *_preamble(report), "", markdown_table(report), ""]
-    if report.unreadable:
-        out += ["## Files not read", ""] + [f"- `{p}`: {why}" for p, why in report.unreadable] + [""]
-    if report.figures:
-        out += ["## Figures", ""]
-        for caption, p in report.figures:
-            out += [f"![{caption}]({site_rel}/{p.name})", "", f"*{caption}*", ""]
-    return "\n".join(out)
-
-
-def render_html(report: Report) -> str:
-    def cell(text: str) -> str:
-        return html.escape(text)
-
-    table_md = markdown_table(report).splitlines()
-    header = [c.strip() for c in table_md[0].strip("|").split("|")]
-    body = [[c.strip() for c in line.strip("|").split("|")] for line in table_md[2:]]
-    rows_html = "\n".join(
-        "<tr" + (' class="reduced"' if "reduced" in r[7] else "") + ">" + "".join(f"<td>{cell(c)}</td>" for c in r) + "</tr>" for r in body
-    )
-    figs = "\n".join(
-        f'<figure><img alt="{cell(c)}" src="data:image/png;base64,{base64.b64encode(p.read_bytes()).decode()}"><figcaption>{cell(c)}</figcaption></figure>'
-        for c, p in report.figures
-    )
-    unread = "".join(f"<li><code>{cell(str(p))}</code>: {cell(w)}</li>" for p, w in report.unreadable)
-    style = (
-        "body{font-family:sans-serif;margin:2em;max-width:120em}table{border-collapse:collapse;font-size:90%}"
-        "td,th{border:1px solid #bbb;padding:2px 6px}tr.reduced td{color:#555;background:#f6f6f6}"
-        "figure{display:inline-block;margin:1em;vertical-align:top}img{max-width:48em}"
-    )
-    return (
-        "<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\"><title>opflow reproduction report</title>"
-        f"<style>{style}</style></head><body>\n<h1>Reproduction report</h1>\n"
-        + "".join(f"<p>{cell(p)}</p>" for p in _preamble(report) if p)
-        + "\n<table><thead><tr>"
-        + "".join(f"<th>{cell(h)}</th>" for h in header)
-        + f"</tr></thead><tbody>\n{rows_html}\n</tbody></table>\n"
-        + (f"<h2>Files not read</h2><ul>{unread}</ul>\n" if unread else "")
-        + (f"<h2>Figures</h2>\n{figs}\n" if figs else "")
-        + "</body></html>\n"
-    )
+# --------------------------------------------------------------------------- writing
 
 
 def write_report(
@@ -490,18 +456,26 @@ def write_report(
     paper_config: str | Path = DEFAULT_PAPER_CONFIG,
     workdir: str | Path = ".",
     bench_pngs: Iterable[str | Path] = (),
+    costs: Iterable[str | Path] | None = None,
+    diverged: str | Path | None = DEFAULT_DIVERGED,
+    published: str | Path | None = DEFAULT_PUBLISHED,
 ) -> Report:
-    """Build the report and write ``md`` and ``site``/index.html (+ the PNGs) atomically."""
+    """Build the report and write ``md`` and ``site``/index.html (+ the PNGs) atomically.
+
+    ``costs`` (default: ``benchmarks/results/protocol_cost*.json``), ``diverged`` (``published/diverged.yaml``,
+    its paths relative to the repository) and ``published`` (the record folders, for partial records)
+    give the status of the published numbers without a result (:mod:`opflow.report_status`)."""
+    from opflow.report_page import render_html, render_markdown
+
     ref = load_reference(reference)
-    report = build_report(result_files, ref, profile=profile, paper_config=paper_config)
+    costs = sorted(DEFAULT_COSTS.parent.glob(DEFAULT_COSTS.name)) if costs is None else costs
+    facts = load_facts(paper_config, costs=costs, diverged=diverged, published=published, pairs={(e.dataset, e.model) for e in ref}, root=REPO)
+    report = build_report(result_files, ref, profile=profile, paper_config=paper_config, facts=facts, workdir=workdir)
     site, md = Path(site), Path(md)
     report.figures = gather_figures(report, ref, site, workdir=Path(workdir), bench_pngs=[Path(p) for p in bench_pngs])
-    import os
-
-    site_rel = os.path.relpath(site, md.parent)
     md.parent.mkdir(parents=True, exist_ok=True)
-    atomic_write_text(md, render_markdown(report, site_rel) + "\n")
-    atomic_write_text(site / "index.html", render_html(report))
+    atomic_write_text(md, render_markdown(report, md.parent) + "\n")
+    atomic_write_text(site / "index.html", render_html(report, site))
     return report
 
 
@@ -515,11 +489,18 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--paper-config", default=str(DEFAULT_PAPER_CONFIG), help="the paper profile (default: config/default.yaml)")
     p.add_argument("--workdir", default=".", help="folder the paths inside the results files are relative to")
     p.add_argument("--bench-png", nargs="*", default=[], help="benchmark figures to include (benchmarks/results/*.png)")
+    p.add_argument("--cost", nargs="*", default=None, help="estimated cost per protocol (default: benchmarks/results/protocol_cost*.json)")
+    p.add_argument("--diverged", default=str(DEFAULT_DIVERGED), help="runs of the paper profile that diverged (default: published/diverged.yaml)")
+    p.add_argument("--published", default=str(DEFAULT_PUBLISHED), help="the record folders, for partial records (default: published/)")
 
 
 def run(a: argparse.Namespace) -> int:
     """``opflow report``: write the report; print a one-line summary."""
-    rep = write_report(a.results, md=a.md, site=a.site, profile=a.profile, reference=a.reference, paper_config=a.paper_config, workdir=a.workdir, bench_pngs=a.bench_png)
-    n_ours = sum(r.ours is not None for r in rep.rows)
-    print(f"{a.md}: {len(rep.rows)} rows ({n_ours} with our number), {len(rep.figures)} figures, {len(rep.unreadable)} files not read; {Path(a.site) / 'index.html'}")
+    rep = write_report(
+        a.results, md=a.md, site=a.site, profile=a.profile, reference=a.reference, paper_config=a.paper_config, workdir=a.workdir,
+        bench_pngs=a.bench_png, costs=a.cost, diverged=a.diverged, published=a.published,
+    )  # fmt: skip
+    counts = Counter(r.status for r in rep.rows)
+    summary = ", ".join(f"{n} {s.label}" for s, n in sorted(counts.items(), key=lambda kv: ORDER.index(kv[0])))
+    print(f"{a.md}: {len(rep.rows)} rows ({summary}), {len(rep.figures)} figures, {len(rep.unreadable)} files not read; {Path(a.site) / 'index.html'}")
     return 0

@@ -155,7 +155,7 @@ from opflow.runtime import (
 # names that lived here before opflow.inference / opflow.records held them, kept importable
 __all__ = [
     "CHECKPOINT_FORMAT", "CHECKPOINT_NAME", "LOG_NAME", "CURVES_STEM", "CHECKPOINT_CURVES_STEM", "RunMismatchError", "TrainResult", "Trainer", "train", "build_for_data",
-    "BUDGET_ENV", "BUDGET_SAFETY", "EX_TEMPFAIL", "budget_seconds",
+    "BUDGET_ENV", "BUDGET_SAFETY", "DEADLINE_ENV", "EX_TEMPFAIL", "budget_seconds",
     "write_curves", "atomic_torch_save",
     "accepts_globals", "forward", "load_model", "model_inputs", "predict", "predict_batch", "test_errors", "data_fingerprint", "file_sha256",
 ]
@@ -172,6 +172,8 @@ CURVES_STEM = "curves"
 CHECKPOINT_CURVES_STEM = "checkpoint-curves"
 #: the environment variable giving every ``opflow train`` call a time budget in minutes (the flag wins)
 BUDGET_ENV = "OPFLOW_TRAIN_MAX_MINUTES"
+#: a Unix time by which every ``opflow train`` call of this environment stops (:func:`budget_seconds`)
+DEADLINE_ENV = "OPFLOW_TRAIN_DEADLINE"
 #: the next epoch is estimated at the longest epoch of this call times this factor
 BUDGET_SAFETY = 1.25
 #: exit status of ``opflow train`` stopped by its time budget (sysexits.h EX_TEMPFAIL: rerun to go on)
@@ -364,23 +366,41 @@ def _check_budget(value: Any, what: str, unit: str = "minutes") -> float:
     return float(value)
 
 
-def budget_seconds(minutes: float | None, environ: Mapping[str, str] | None = None) -> float | None:
+def budget_seconds(minutes: float | None, environ: Mapping[str, str] | None = None, *, now: float | None = None) -> float | None:
     """The time budget of an ``opflow train`` call in seconds: the flag's minutes, else
-    :data:`BUDGET_ENV`'s, else None (no budget); an empty variable counts as unset.
+    :data:`BUDGET_ENV`'s, else None (no budget); an empty variable counts as unset. With
+    :data:`DEADLINE_ENV` set (a Unix time, e.g. the end of a borrowed GPU's command), the budget is
+    also at most the seconds left until then (``now``: the current Unix time, default ``time.time()``),
+    so that jobs run one after the other under one command all stop in time.
 
     A value that is not a finite number > 0 is a :class:`ConfigError` naming the flag or the
-    variable and the value.
+    variable and the value; a deadline already past leaves a budget of 1 second (the first epoch of a
+    call always runs, then the call stops with its checkpoint).
     """
+    env = os.environ if environ is None else environ
+    budget: float | None
     if minutes is not None:
-        return 60.0 * _check_budget(minutes, f"--max-minutes-this-call: {minutes!r}")
-    text = (os.environ if environ is None else environ).get(BUDGET_ENV, "").strip()
-    if not text:
-        return None
-    try:
-        value = float(text)
-    except ValueError:
-        value = math.nan
-    return 60.0 * _check_budget(value, f"{BUDGET_ENV}={text!r}")
+        budget = 60.0 * _check_budget(minutes, f"--max-minutes-this-call: {minutes!r}")
+    else:
+        text = env.get(BUDGET_ENV, "").strip()
+        if not text:
+            budget = None
+        else:
+            try:
+                value = float(text)
+            except ValueError:
+                value = math.nan
+            budget = 60.0 * _check_budget(value, f"{BUDGET_ENV}={text!r}")
+    deadline = env.get(DEADLINE_ENV, "").strip()
+    if deadline:
+        try:
+            end = float(deadline)
+        except ValueError:
+            end = math.nan
+        _check_budget(end, f"{DEADLINE_ENV}={deadline!r} (a Unix time in seconds)", "seconds")
+        left = max(1.0, end - (time.time() if now is None else now))
+        budget = left if budget is None else min(budget, left)
+    return budget
 
 
 def train(

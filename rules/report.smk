@@ -4,11 +4,17 @@
 #   snakemake --cores 8 report                                              # the default profile
 #   snakemake --cores 2 --configfile config/quick.yaml -- quick/report      # the quick profile
 #
-#   <root>/results/report.md     the table (ours, published, ratio, source, profile, parameters,
-#                                training time, device) and the figures by link
+#   <root>/results/report.md     the summary (published numbers per paper and per model by status:
+#                                reproduced, better, worse, diverged, not run and why), the rows
+#                                (ours, published, ratio, source, parameters, training time, device,
+#                                links to the record) and the figures by link
 #   <root>/report/index.html     the same as one static page with every PNG inlined, beside the PNGs:
 #                                error against resolution (zero-shot runs), training curves,
 #                                prediction panels, the solver benchmarks' plots (benchmarks/results/*.png)
+#
+# The status of a published number without a result comes from committed records (opflow/report_status.py):
+# the cost per protocol (benchmarks/results/protocol_cost*.json), the diverged runs (published/diverged.yaml)
+# and the partial record folders under published/.
 #
 # The report reads what exists and builds nothing else: ask for results first (or `snakemake` for the
 # profile's targets), then for the report. A result counts as a reproduction only when its run hash
@@ -24,6 +30,7 @@ rule report:
         figures=lambda w: sorted(glob(out("results/*.png")) + glob(out("models/*/curves.png"))),
         reference=f"{workflow.basedir}/config/reference.yaml",
         bench=sorted(glob(f"{workflow.basedir}/benchmarks/results/*.png")),
+        diverged=f"{workflow.basedir}/published/diverged.yaml",
     output:
         md=out("results/report.md"),
         site=directory(out("report")),
@@ -32,6 +39,10 @@ rule report:
         # a label of the profile (its root's name), not a path: a function, so the lint does not take it for a prefix
         profile=lambda w: "default" if ROOT in ("", ".") else ROOT,
         paper=f"{workflow.basedir}/config/default.yaml",
+        # functions, so the lint does not take these paths for prefixes of the outputs
+        published=lambda w: f"{workflow.basedir}/published",
+        # a param, not an input: as an input, a path .../results/*.json would be taken for a result target (rules/targets.smk)
+        cost=lambda w: " ".join(sorted(glob(f"{workflow.basedir}/benchmarks/results/protocol_cost*.json"))),
     log:
         out("logs/report.log"),
     localrule: True
@@ -39,4 +50,5 @@ rule report:
         "../envs/opflow.yaml"
     shell:
         "{params.py} -m opflow.cli report {input.results} --profile {params.profile} --md {output.md} --site {output.site} "
-        "--reference {input.reference} --paper-config {params.paper} --bench-png {input.bench} 2> {log}"
+        "--reference {input.reference} --paper-config {params.paper} --bench-png {input.bench} --cost {params.cost} "
+        "--diverged {input.diverged} --published {params.published} 2> {log}"

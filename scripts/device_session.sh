@@ -15,6 +15,11 @@
 #            (data/darcy43/r43.nc, carried), 3 seeds each, side by side on the GPU (benchmarks/precision.py);
 #   step     single training steps, wall time against the GPU's kernel time (benchmarks/train_speed.py --steps):
 #            ONO on Darcy in every precision / compile / CUDA-graph setting, then GT, GNOT, FNO, ViTNO;
+#   queue    the lease queue (config/queue.yaml, `opflow queue`): the next pairs that fit the time left, their
+#            committed checkpoints (published/<pair>/checkpoint.pt) restored into models/, trained by
+#            scripts/device_run.sh with every training stopped by one deadline (OPFLOW_TRAIN_DEADLINE) so that
+#            evaluation and packing still fit; back on the CPU, scripts/queue_pull.sh publishes what finished
+#            and commits the checkpoints of the rest. --queue is --steps queue;
 #   train    the Darcy ONO paper run (scripts/device_run.sh) with the time that is left (at least 5 minutes are kept
 #            for it), packed into $OUT with its checkpoint for scripts/device_pull.sh. Its datasets are made first,
 #            in the background on the other half of the cores, while the steps before it run.
@@ -35,16 +40,18 @@ while [[ $# -gt 0 ]]; do
         --deadline) deadline="$2"; shift 2 ;;
         --steps) steps="$2"; shift 2 ;;
         --rehearse) rehearse=1; shift ;;
+        --queue) steps="queue"; shift ;;
         -h|--help) awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "$0"; exit 0 ;;
         *) echo "device_session: unknown argument '$1' (use --steps LIST, --deadline SECONDS, --rehearse)" >&2; exit 2 ;;
     esac
 done
 [[ "$deadline" =~ ^[0-9]+$ ]] || { echo "device_session: --deadline must be whole seconds, got '$deadline'" >&2; exit 2; }
-known=" tests ono compile speed models cudatests precision step train "
+known=" tests ono compile speed models cudatests precision step queue train "
 for s in ${steps//,/ }; do
     [[ "$known" == *" $s "* ]] || { echo "device_session: unknown step '$s' in --steps (known:$known)" >&2; exit 2; }
 done
 want() { [[ ",$steps," == *",$1,"* ]]; }
+if want train && want queue; then echo "device_session: the steps train and queue both take the time that is left; pick one" >&2; exit 2; fi
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$root" || exit 2
 out="${OUT:-logs/device}"
@@ -54,7 +61,7 @@ py="${PYTHON:-python3}"
 t0=$SECONDS
 say() { printf '[device_session %4ds] %s\n' "$((SECONDS - t0))" "$*"; }
 left() { echo $((deadline - (SECONDS - t0))); }
-reserve=20; want train && reserve=300   # seconds the steps before the training leave to it (or to the packing)
+reserve=20; { want train || want queue; } && reserve=300   # seconds the steps before the training leave to it (or to the packing)
 budget() { local b=$(( $(left) - reserve )); (( b > $1 )) && b=$1; echo $(( b > 0 ? b : 0 )); }  # min(cap, left - reserve)
 pack_logs() { tar -czf "$out/session-logs.tgz" -C "$logs" .; }
 
@@ -158,6 +165,32 @@ if want train; then  # the paper run with what is left (device_run.sh packs its 
     say "darcy ONO: $minutes minutes of training"
     scripts/device_run.sh --minutes "$minutes" "${target[@]}"
     say "device_run exit $?"
+    pack_logs
+fi
+if want queue; then  # the queue's next pairs with what is left, all trainings stopped by one deadline
+    # minutes of training: what is left less the data (about 90 s), evaluation and packing (about 60 s)
+    minutes="$(awk -v s="$(left)" 'BEGIN { m = (s - 150) / 60; printf "%.1f", (m < 0.5 ? 0.5 : m) }')"
+    mapfile -t chosen < <("$py" -m opflow.cli queue --next "$minutes" --targets | tr ' ' '\n' | grep .)
+    jobs="$("$py" -m opflow.cli queue --next "$minutes" --share-gpu)"
+    "$py" -m opflow.cli queue --next "$minutes" >"$logs/queue.md" 2>&1
+    say "queue: ${chosen[*]:-nothing} (${minutes} min, $jobs GPU job(s) at a time)"
+    queue_targets=(-- "${chosen[@]}")
+    [[ $rehearse -eq 1 ]] && queue_targets=("${target[@]}")  # the rehearsal trains the quick profile's target instead
+    if [[ ${#chosen[@]} -gt 0 ]]; then
+        for t in "${chosen[@]}"; do  # a pair left unfinished by an earlier lease: its committed state
+            pair="$(basename "$t" .json)"
+            if [[ -f "published/$pair/checkpoint.pt" ]]; then
+                mkdir -p "models/$pair"
+                cp "published/$pair/checkpoint.pt" "models/$pair/"
+                for f in train.log curves.csv curves.json; do [[ -f "published/$pair/$f" ]] && cp "published/$pair/$f" "models/$pair/"; done
+                say "restored published/$pair/checkpoint.pt"
+            fi
+        done
+        export OPFLOW_TRAIN_DEADLINE=$(( $(date +%s) + $(left) - 60 ))
+        scripts/device_run.sh --minutes "$minutes" --gpu-jobs "$jobs" --state "$logs/no-state" "${queue_targets[@]}"
+        say "device_run exit $?"
+    fi
+    cp "$logs/queue.md" "$out/queue.md" 2>/dev/null
     pack_logs
 fi
 say "done"

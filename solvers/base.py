@@ -7,7 +7,7 @@ sample ``i`` with :func:`opflow.data.provenance.sample_rng` ``(seed, i)``, so re
 on how samples are grouped into blocks or shards.
 
 Adding a PDE = one module with a ``Params`` dataclass and a ``Generator`` subclass decorated with
-:func:`register`, plus a config entry (see README, "Adding a solver"); :func:`register` checks the
+:func:`register`, plus a config entry (docs/adding-a-solver.md); :func:`register` checks the
 class against the contract stated in :class:`Generator` (:mod:`solvers.contract`).
 """
 

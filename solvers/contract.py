@@ -7,7 +7,7 @@ abstract methods), :func:`check_layout` when the generator is first looked up
 workflow, ``python -m solvers list``, ``opflow schema``), once its module is complete.
 
 What the workflow relies on, beyond the abstract methods (the contract is stated in
-:class:`solvers.base.Generator`'s docstring and in the README, "Adding a solver"):
+:class:`solvers.base.Generator`'s docstring and in docs/adding-a-solver.md):
 
 * ``name``: a non-empty class attribute of letters, digits and ``_ . + -`` (the
   ``sources.<name>.solver`` value), not taken by another class;

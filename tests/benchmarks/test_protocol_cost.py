@@ -1,7 +1,7 @@
-"""benchmarks/protocol_cost.py: how a stored measurement becomes the README's cost table.
+"""benchmarks/protocol_cost.py: how a stored measurement becomes the cost table of docs/costs.md.
 
 Nothing is timed here: the rows are derived from measurements (stored or made up), which is the
-part a reader of the README relies on.
+part a reader of docs/costs.md relies on.
 """
 
 from __future__ import annotations
@@ -60,11 +60,12 @@ def test_the_stored_result_is_derived_by_the_current_rules() -> None:
     assert rederive(stored)["protocols"] == stored["protocols"], "run: python -m benchmarks.protocol_cost --rederive benchmarks/results/protocol_cost.json"
 
 
-def test_the_readme_shows_the_stored_result_as_its_cost_table() -> None:
+def test_the_costs_page_shows_the_stored_result_as_its_cost_table() -> None:
+    page = (ROOT / "docs" / "costs.md").read_text()
     table = readme_table(rederive(json.loads(STORED.read_text())))
-    assert table in (ROOT / "README.md").read_text(), "print it with: python -m benchmarks.protocol_cost --table benchmarks/results/protocol_cost.json"
+    assert table in page, "write it with: opflow docs"
     n_fit = table.count("| **yes** |")
-    assert f"{n_fit} of {table.count(chr(10)) - 1} fit in {FIT_HOURS:g} hours" in (ROOT / "README.md").read_text()
+    assert f"{n_fit} of {table.count(chr(10)) - 1} fit in {FIT_HOURS:g} hours" in page
 
 
 def test_appending_rows_never_writes_over_the_file_they_are_appended_to(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -112,7 +112,7 @@ def test_unknown_key_names_it_the_layer_and_the_allowed_keys() -> None:
         ({"grad_clip": 0}, r"training\.grad_clip: 0 must be > 0"),
         ({"pct_start": 1.5}, r"training\.pct_start: 1\.5 must be < 1"),
         ({"device": "gpu"}, r"device: 'gpu' must be auto, cpu, mps, cuda or cuda:N"),
-        ({"precision": "fp16"}, r"training\.precision: 'fp16' is not one of \['fp32', 'bf16'\]"),
+        ({"precision": "fp16"}, r"training\.precision: 'fp16' is not one of \['fp32', 'tf32', 'bf16'\]"),
         ({"compile": "yes"}, r"training\.compile: 'yes' is not of type bool"),
         ({"divergence_factor": 1}, r"training\.divergence_factor: 1 must be > 1"),
         ({"divergence_patience": 0}, r"training\.divergence_patience: 0 must be >= 1"),

@@ -16,7 +16,9 @@ import pytest
 from opflow.cli import main
 from opflow.config import load_config_files, resolve_run
 from opflow.publish import publish
-from opflow.report import DEFAULT_PAPER_CONFIG, build_report, load_reference, markdown_table, paper_hashes
+from opflow.report import DEFAULT_PAPER_CONFIG, build_report, load_reference, paper_hashes
+from opflow.report_page import ours_table
+from opflow.report_status import Status
 
 from report_helpers import PNG, results
 
@@ -51,7 +53,8 @@ def test_a_paper_run_is_published_with_its_numbers_ratios_and_machine(paper_run:
     results("burgers512", "fno1d", "0123456789abcdef", 0.5).save(paper_run / "results/reduced.json")
     rep = build_report([out / "result.json", paper_run / "results/reduced.json"], load_reference(), profile="default")
     (row,) = [r for r in rep.rows if (r.dataset, r.model) == ("burgers512", "fno1d")]
-    assert row.ours == 0.005 and row.ratio == pytest.approx(0.005 / 0.004373) and "record burgers512_fno1d" in row.profile
+    assert row.ours == 0.005 and row.ratio == pytest.approx(0.005 / 0.004373) and row.record == "burgers512_fno1d"
+    assert row.status is Status.REPRODUCED and [label for label, _ in row.links] == ["record", "prediction", "log"]
 
 
 @pytest.mark.parametrize("mean, meets", [(0.005, True), (0.04, False)])
@@ -72,8 +75,9 @@ def test_a_published_bound_is_met_or_not_with_ours_as_a_share_of_it(tmp_path: Pa
     rows = {r.what: r for r in rep.rows if (r.dataset, r.model) == ("lorenz63", "tno")}
     assert rows["median"].ratio is None and rows["median"].bound == (pytest.approx(1.8 * mean / 0.01), meets)
     assert rows["max"].bound == (pytest.approx(6 * mean / 0.1), meets)
-    table = markdown_table(rep)
-    assert f"| {6 * mean / 0.1:.2f} of the bound: {'below it' if meets else 'NOT below it'} |" in table
+    assert rows["max"].status is (Status.REPRODUCED if meets else Status.WORSE)
+    (table_row,) = [row for _, body in ours_table(rep.rows).groups for row in body if row.cells[2].text == "max"]
+    assert table_row.cells[5].text == f"{6 * mean / 0.1:.2f} of bound" and table_row.note == f"{'' if meets else 'not '}below the published bound"
 
 
 def test_a_run_that_is_not_the_paper_protocol_is_refused(paper_run: Path, capsys: pytest.CaptureFixture[str]) -> None:

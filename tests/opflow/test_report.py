@@ -1,10 +1,11 @@
 """The reproduction report (opflow/report.py, rules/report.smk) as a specification.
 
 Built from a few small results files: every published number of config/reference.yaml is in the
-table exactly once with its source; a result gets a ratio only when it is a run of the paper
-protocol (its run hash equals the paper profile's); quick results are labelled and never get one;
-zero-shot runs get an error-against-resolution figure; the HTML page is self-contained; a foreign
-file is listed, not fatal; and the Snakemake target builds the same from a profile's results.
+page exactly once with its source; a result gets a ratio and a status (reproduced, better, worse)
+only when it is a run of the paper protocol (its run hash equals the paper profile's); quick results
+are labelled and never get one; zero-shot runs get an error-against-resolution figure; the HTML page
+has every figure inlined; a foreign file is listed, not fatal; and the Snakemake target builds the
+same from a profile's results. The page of the committed records: tests/opflow/test_report_page.py.
 """
 
 from __future__ import annotations
@@ -19,16 +20,19 @@ from opflow.config import load_config_files, resolve_run
 from opflow.data.errors import ConfigError
 from opflow.records import Results
 from opflow.report import DEFAULT_PAPER_CONFIG, DEFAULT_REFERENCE, load_reference, write_report
-from report_helpers import PNG, results
+from report_helpers import PNG, Page, results
 from workflow_helpers import snakemake
 
-def table_rows(md: str) -> list[list[str]]:
-    """The cells of each body row of the report's table."""
-    lines = [ln for ln in md.splitlines() if ln.startswith("| ")]
-    return [[c.strip() for c in ln.strip().strip("|").split("|")] for ln in lines[2:]]  # after the header and the rule
 
-
-COLS = ["dataset", "model", "statistic", "ours", "published", "ratio", "source", "profile", "parameters", "training", "device"]
+def page_rows(site: Path) -> dict[tuple[str, str, str], dict[str, str]]:
+    """(dataset, model, statistic) -> the cells of its row of the page, with its status."""
+    page = Page((site / "index.html").read_text())
+    out = {}
+    for r in page.rows:
+        key = (r["attrs"]["dataset"], r["attrs"]["model"], r["cells"]["statistic"])
+        assert key not in out, key
+        out[key] = {**r["cells"], "status": r["attrs"]["status"]}
+    return out
 
 
 @pytest.fixture(scope="module")
@@ -57,34 +61,38 @@ def built(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, object]:
 
 def test_every_published_number_appears_once_with_its_source(built) -> None:
     work, _ = built
-    rows = [dict(zip(COLS, r)) for r in table_rows((work / "quick/results/report.md").read_text())]
+    rows = page_rows(work / "quick/report")
     reference = load_reference(DEFAULT_REFERENCE)
     assert len(reference) >= 80  # the protocol notes quote 81 numbers
     for e in reference:
-        mine = [r for r in rows if (r["dataset"], r["model"], r["statistic"]) == (e.dataset, e.model, e.what)]
-        assert len(mine) == 1, e.key
-        published = f"{e.value:.4g}" if e.relation == "=" else f"< {e.value:.4g}"
-        assert mine[0]["published"] == published and mine[0]["source"] == f"{e.paper}: {e.table}", e.key
+        row = rows[(e.dataset, e.model, e.what)]
+        published = f"{e.value:.2e}".replace("e-0", "e-")
+        assert row["published"] == (published if e.relation == "=" else f"< {published}") and row["source"] == f"{e.paper}: {e.table}", e.key
     # each published number is in one row only: no entry is shown twice
-    assert len([r for r in rows if r["published"] != "-"]) == len(reference)
+    assert len([r for r in rows.values() if r["published"] != "-"]) == len(reference)
+    md = (work / "quick/results/report.md").read_text()
+    assert md.count("| ono: Table 1 (Darcy) |") == sum(e.source == "ono: Table 1 (Darcy)" for e in reference)
 
 
 def test_only_a_run_of_the_paper_protocol_gets_a_ratio(built) -> None:
     work, report = built
-    rows = {(r[0], r[1], r[2]): dict(zip(COLS, r)) for r in table_rows((work / "quick/results/report.md").read_text())}
+    rows = page_rows(work / "quick/report")
     ono = rows[("darcy", "ono", "mean")]
-    assert ono["ours"] == "0.0095" and ono["published"] == "0.0076" and ono["ratio"] == f"{0.0095 / 0.0076:.2f}"
-    assert ono["profile"] == "quick (paper protocol)"
-    assert ono["parameters"] == "1,227,649" and ono["training"] == "90 min, 500 epochs" and ono["device"] == "NVIDIA H100"
+    assert ono["ours"] == "9.50e-3" and ono["published"] == "7.60e-3" and ono["ours / published"] == f"{0.0095 / 0.0076:.2f}"
+    assert ono["status"] == "worse"  # 1.25: more than 20 % above the published number
+    assert ono["parameters"] == "1,227,649" and ono["training h:mm"] == "1:30" and ono["device"] == "NVIDIA H100"
+    assert ono["record"].split() == ["results"]  # a run outside published/: its results file
     zs = rows[("darcy43", "ono", "mean, zero-shot at 85")]
-    assert zs["ours"] == "0.051" and zs["published"] == "0.0259" and zs["ratio"] == "- (reduced run)"
-    assert "reduced, not a reproduction" in zs["profile"]
-    # a zero-shot resolution the run did not evaluate, and a pair nobody ran
-    assert rows[("darcy43", "ono", "mean, zero-shot at 421")]["ours"].startswith("not in the results")
-    assert rows[("darcy", "gnot", "mean")]["ours"] == "no result" and rows[("darcy", "gnot", "mean")]["ratio"] == "-"
+    assert zs["ours"] == "5.10e-2" and zs["published"] == "2.59e-2" and zs["ours / published"] == "-" and zs["status"] == "reduced"
+    assert zs["record"].split() == ["results", "curves", "prediction"]
+    # a zero-shot resolution the run did not evaluate, and pairs nobody ran: their status says why
+    assert rows[("darcy43", "ono", "mean, zero-shot at 421")]["status"] == "missing"
+    assert rows[("darcy", "gnot", "mean")]["status"] == "costly" and float(rows[("darcy", "gnot", "mean")]["est. training h"]) > 2.5
+    assert rows[("airfoil", "ono", "mean")]["status"] == "no-data" and rows[("darcy", "lsm", "mean")]["status"] == "no-model"
+    assert rows[("burgers2048", "ft1d", "mean")]["status"] == "diverged"
     # a result without a published number is still shown, with none
     deeponet = rows[("darcy", "deeponet", "mean")]
-    assert deeponet["ours"] == "0.116" and deeponet["published"] == "-" and deeponet["ratio"] == "-"
+    assert deeponet["ours"] == "1.16e-1" and deeponet["published"] == "-" and deeponet["ours / published"] == "-" and deeponet["status"] == "ours-only"
     assert sum(r.ratio is not None for r in report.rows) == 1
 
 
@@ -98,7 +106,7 @@ def test_figures_and_a_self_contained_html_page(built) -> None:
     assert "](../report/zero_shot_darcy43_ono.png)" in md
     page = (site / "index.html").read_text()
     assert page.count('src="data:image/png;base64,') == 4 and not re.search(r'src="(?!data:)', page)
-    assert "0.0095" in page and "ono: Table 1 (Darcy)" in page
+    assert "9.50e-3" in page and "ono: Table 1 (Darcy)" in page
     # the foreign file is named with the reason, not fatal
     assert "broken.json" in md and "not an opflow results file" in md
 
@@ -128,6 +136,6 @@ def test_the_snakemake_target_reports_what_the_profile_has(tmp_path: Path) -> No
     results("darcy", "ono", "0123456789abcdef", 0.0467).save(res / "darcy_ono.json")
     run = snakemake(tmp_path, None, "quick/report")
     assert run.returncode == 0, run.stderr[-3000:]
-    rows = {(r[0], r[1], r[2]): dict(zip(COLS, r)) for r in table_rows((res / "report.md").read_text())}
-    assert rows[("darcy", "ono", "mean")]["ours"] == "0.0467" and rows[("darcy", "ono", "mean")]["ratio"] == "- (reduced run)"
-    assert (tmp_path / "quick/report/index.html").is_file()
+    row = page_rows(tmp_path / "quick/report")[("darcy", "ono", "mean")]
+    assert row["ours"] == "4.67e-2" and row["ours / published"] == "-" and row["status"] == "reduced"
+    assert "| reduced run | darcy / ono | mean | 4.67e-2 | 7.60e-3 | - |" in (res / "report.md").read_text()

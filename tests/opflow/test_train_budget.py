@@ -142,6 +142,21 @@ def test_budget_from_the_flag_or_the_environment() -> None:
             budget_seconds(None, {BUDGET_ENV: text})
 
 
+def test_a_deadline_caps_the_budget_of_every_call_so_jobs_in_a_row_stop_in_time() -> None:
+    """OPFLOW_TRAIN_DEADLINE (a Unix time): the budget is at most the seconds left until it, whichever
+    job of a command starts when; a past deadline leaves one epoch (1 s), a bad value is named."""
+    from opflow.train import DEADLINE_ENV
+
+    now = 1_000_000.0
+    assert budget_seconds(None, {DEADLINE_ENV: "1000300"}, now=now) == 300.0
+    assert budget_seconds(None, {DEADLINE_ENV: "1000300", BUDGET_ENV: "2"}, now=now) == 120.0  # the smaller
+    assert budget_seconds(10.0, {DEADLINE_ENV: "1000300"}, now=now) == 300.0
+    assert budget_seconds(None, {DEADLINE_ENV: "999000"}, now=now) == 1.0
+    for text in ("soon", "nan", "-5"):
+        with pytest.raises(ConfigError, match=rf"^{DEADLINE_ENV}='{text}' \(a Unix time in seconds\) must be a number of seconds > 0"):
+            budget_seconds(None, {DEADLINE_ENV: text}, now=now)
+
+
 # --------------------------------------------------------------------------- the command line
 
 

@@ -1,0 +1,241 @@
+"""The tables of README.md and docs/*.md that are derived from committed records, written by one command.
+
+    opflow docs            # rewrite every generated block of README.md and docs/*.md
+    opflow docs --check    # change nothing; exit 1 naming each block that differs from what it would write
+
+A generated block is the text between two marker lines of a page::
+
+    <!-- generated: NAME -->
+    ...what BLOCKS[NAME] writes...
+    <!-- /generated -->
+
+Everything else on the page is prose and stays as written. Each table has one generator, and each
+generator reuses the code that owns the numbers rather than a copy of it:
+
+==========================  ===============================================================================
+block                       from
+==========================  ===============================================================================
+``reproductions-summary``   ``published/*/result.json`` through :func:`opflow.report.build_report` (the
+                            report's rows and ratios): the rows that are runs of the paper protocol and
+                            have a published number, one line each (the README's results table)
+``reproductions``           the report page's table of our numbers (:func:`opflow.report_page.ours_table`)
+``reproduction-records``    ``published/*/record.json``: statistics, training time and device, the note
+``protocol-cost``           ``benchmarks/results/protocol_cost.json`` through
+                            ``benchmarks.protocol_cost.readme_table`` (rows derived by its current rules)
+``model-cost-cpu``          ``benchmarks/results/models_cpu.json`` through ``benchmarks.models.markdown_table``
+``model-cost-gpu``          ``benchmarks/results/models_cuda.json``, the same
+``train-step-gpu``          ``benchmarks/results/train_speed_steps_*.json`` through
+                            ``benchmarks.train_speed.steps_table`` (a step's wall and GPU kernel time)
+==========================  ===============================================================================
+
+``tests/opflow/test_doc_tables.py`` checks that the committed pages equal what this writes, so a
+new record or measurement shows in the pages once ``opflow docs`` has run, and a hand edit of a
+generated block fails the tests. Torch-free; the benchmark modules are imported from the
+repository (they are not part of the installed package), so this runs in a checkout.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import sys
+import textwrap
+from collections.abc import Callable
+from pathlib import Path
+
+from opflow.atomic import atomic_write_text
+
+REPO = Path(__file__).resolve().parents[1]
+#: the pages that may hold generated blocks, relative to the repository
+PAGES = ("README.md", "docs/*.md")
+
+_BLOCK = re.compile(r"(?P<open><!-- generated: (?P<name>[a-z0-9-]+) -->\n)(?P<body>.*?)(?P<close><!-- /generated -->)", re.S)
+
+
+class DocsError(ValueError):
+    """A page's markers are wrong (unknown name, an opening marker without its closing one)."""
+
+
+# --------------------------------------------------------------------------- the generators
+
+
+def _report(repo: Path):
+    """The report of the committed records, with what they say of diverged and unfinished runs and costs."""
+    from opflow.report import build_report, load_facts, load_reference
+
+    files = sorted(repo.glob("published/*/result.json"))
+    ref = load_reference(repo / "config" / "reference.yaml")
+    paper = repo / "config" / "default.yaml"
+    facts = load_facts(paper, costs=sorted((repo / "benchmarks" / "results").glob("protocol_cost*.json")),
+                       diverged=repo / "published" / "diverged.yaml", published=repo / "published",
+                       pairs={(e.dataset, e.model) for e in ref}, root=repo)
+    return build_report(files, ref, profile="default", paper_config=paper, facts=facts, workdir=repo)
+
+
+def _record(found) -> dict:
+    return json.loads((found.path.parent / "record.json").read_text())
+
+
+def _device(rec: dict) -> str:
+    if rec.get("train_device") == "cpu":
+        return f"CPU, {rec['machine']['logical_cores']} cores"
+    return str(rec.get("train_device_name") or rec.get("train_device"))
+
+
+def reproductions_summary(repo: Path = REPO) -> str:
+    """The README's results table: every reproduced row (a paper-protocol run with a published number),
+    numbers in the report's one format (:mod:`opflow.report_format`)."""
+    from opflow import report_format as fmt
+    from opflow.report import RefEntry
+
+    lines = ["| record | published number | ours | published | ours / published | trained on (h:mm) |", "| --- | --- | ---: | ---: | ---: | --- |"]
+    for r in _report(repo).rows:
+        if r.ratio is None and r.bound is None:
+            continue
+        rec = _record(r.found)
+        ratio = f"**{fmt.ratio(r.ratio)}**" if r.ratio is not None else RefEntry.bound_text(*r.bound)
+        published = f"< {fmt.sci(r.ref.value)}" if r.ref.relation == "<" else fmt.sci(r.ref.value)
+        where = f"{r.ref.paper} {r.ref.table}" + ("" if r.ref.statistic == "mean" and r.ref.where is None else f" ({r.what})")
+        device = f"{_device(rec)}, {fmt.hmm(rec['train_time_s'])}"
+        lines.append(f"| `{r.found.path.parent.name}` | {where} | {fmt.sci(r.ours)} | {published} | {ratio} | {device} |")
+    return "\n".join(lines)
+
+
+def reproductions(repo: Path = REPO) -> str:
+    """Every row of the report that comes from a committed record (or a diverged or unfinished run), as the
+    report page's table of our numbers (:func:`opflow.report_page.ours_table`), linked from docs/."""
+    from opflow.report_page import _md_table, ours_table
+
+    return "\n".join(_md_table(ours_table(_report(repo).rows), repo / "docs"))
+
+
+def reproduction_records(repo: Path = REPO) -> str:
+    """One entry per record: the three statistics, training time, median epoch, device and the note."""
+    from opflow import report_format as fmt
+
+    out = []
+    for path in sorted(repo.glob("published/*/record.json")):
+        rec = json.loads(path.read_text())
+        res = json.loads((path.parent / "result.json").read_text())
+        m = res.get("metrics", {})
+        stats = " / ".join(fmt.sci(m.get(f"rel_l2_{s}")) for s in ("mean", "median", "max"))
+        epoch = rec.get("epoch_time_s_median")
+        head = (
+            f"- **`{path.parent.name}`** (`{rec['rerun']}`): rel L2 mean / median / max {stats}; {rec['parameters']:,} parameters, "
+            f"{rec['epochs']} epochs, {fmt.hmm(rec['train_time_s'])} (h:mm) of training on {_device(rec)}"
+            + (f" ({epoch:.3g} s per epoch, median)" if epoch else "")
+            + f"; commit {str(rec.get('git_commit') or '?')[:7]}, {str(rec.get('published_at', '?'))[:10]}."
+        )
+        out.append("\n  ".join(textwrap.wrap(head + (" " + rec["note"] if rec.get("note") else ""), 118)))
+    return "\n".join(out)
+
+
+def train_step_gpu(repo: Path = REPO) -> str:
+    """The training step's wall time against the GPU's kernel time, every ``train_speed_steps_*.json``."""
+    import importlib
+
+    if str(repo) not in sys.path:
+        sys.path.insert(0, str(repo))
+    mod = importlib.import_module("benchmarks.train_speed")
+    files = sorted((repo / "benchmarks" / "results").glob("train_speed_steps_*.json"))
+    return mod.steps_table([json.loads(p.read_text()) for p in files])
+
+
+def _bench(repo: Path, module: str, fn: str, result: str) -> str:
+    import importlib
+
+    if str(repo) not in sys.path:
+        sys.path.insert(0, str(repo))
+    mod = importlib.import_module(f"benchmarks.{module}")
+    stored = json.loads((repo / "benchmarks" / "results" / result).read_text())
+    if module == "protocol_cost":
+        stored = mod.rederive(stored)
+    return getattr(mod, fn)(stored)
+
+
+BLOCKS: dict[str, Callable[[Path], str]] = {
+    "reproductions-summary": reproductions_summary,
+    "reproductions": reproductions,
+    "reproduction-records": reproduction_records,
+    "protocol-cost": lambda repo: _bench(repo, "protocol_cost", "readme_table", "protocol_cost.json"),
+    "model-cost-cpu": lambda repo: _bench(repo, "models", "markdown_table", "models_cpu.json"),
+    "model-cost-gpu": lambda repo: _bench(repo, "models", "markdown_table", "models_cuda.json"),
+    "train-step-gpu": lambda repo: train_step_gpu(repo),
+}
+
+
+# --------------------------------------------------------------------------- pages
+
+
+def pages(repo: Path = REPO) -> list[Path]:
+    return sorted({p for pattern in PAGES for p in repo.glob(pattern)})
+
+
+def render(text: str, where: str, repo: Path = REPO, cache: dict[str, str] | None = None) -> str:
+    """``text`` with every generated block rewritten; :class:`DocsError` for an unknown or unclosed block."""
+    cache = {} if cache is None else cache
+    opened = text.count("<!-- generated: ")
+    if opened != len(_BLOCK.findall(text)) or text.count("<!-- /generated -->") != opened:
+        raise DocsError(f"{where}: {opened} '<!-- generated: NAME -->' markers but {text.count('<!-- /generated -->')} '<!-- /generated -->'; each block opens and closes once")
+
+    def sub(m: re.Match) -> str:
+        name = m["name"]
+        if name not in BLOCKS:
+            raise DocsError(f"{where}: unknown generated block {name!r}; known: {sorted(BLOCKS)}")
+        if name not in cache:
+            cache[name] = BLOCKS[name](repo).rstrip("\n") + "\n"
+        return m["open"] + cache[name] + m["close"]
+
+    return _BLOCK.sub(sub, text)
+
+
+def stale(repo: Path = REPO) -> list[tuple[Path, str]]:
+    """(page, block name) of every generated block whose committed text differs from what it would be."""
+    out, cache = [], {}
+    for page in pages(repo):
+        text = page.read_text()
+        fresh = render(text, str(page.relative_to(repo)), repo, cache)
+        if fresh != text:
+            old = {m["name"]: m["body"] for m in _BLOCK.finditer(text)}
+            out += [(page, m["name"]) for m in _BLOCK.finditer(fresh) if old.get(m["name"]) != m["body"]]
+    return out
+
+
+def write(repo: Path = REPO) -> list[Path]:
+    """Rewrite the pages whose blocks changed; the pages written."""
+    written, cache = [], {}
+    for page in pages(repo):
+        text = page.read_text()
+        fresh = render(text, str(page.relative_to(repo)), repo, cache)
+        if fresh != text:
+            atomic_write_text(page, fresh)
+            written.append(page)
+    return written
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    """The options of ``opflow docs``."""
+    p.add_argument("--check", action="store_true", help="write nothing; exit 1 naming each generated block that differs")
+
+
+def run(a: argparse.Namespace) -> int:
+    """``opflow docs``: rewrite (or with --check compare) the generated blocks."""
+    try:
+        if a.check:
+            bad = stale()
+            for page, name in bad:
+                print(f"{page.relative_to(REPO)}: block {name!r} differs from its records; run: opflow docs")
+            return 1 if bad else 0
+        written = write()
+    except DocsError as e:
+        print(f"opflow docs: {e}", file=sys.stderr)
+        return 2
+    print("rewrote " + ", ".join(str(p.relative_to(REPO)) for p in written) if written else "every generated block is up to date")
+    return 0
+
+
+if __name__ == "__main__":
+    ns = argparse.ArgumentParser(prog="python -m opflow.doc_tables")
+    add_arguments(ns)
+    sys.exit(run(ns.parse_args()))

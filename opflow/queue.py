@@ -1,0 +1,227 @@
+"""The GPU lease queue: which paper-protocol pairs the next borrowed-GPU command trains.
+
+The GPU comes as 15-minute leases to some sessions: one command of at most 10 minutes after a start
+of about a minute. ``config/queue.yaml`` lists the pairs to train there, each with its estimated GPU
+minutes for the whole protocol and where that estimate comes from. Nothing else is written by hand:
+
+* **value**: the number of published numbers the pair's results give (the rows of
+  ``config/reference.yaml`` with its dataset and model), per GPU minute; the queue runs in order of
+  value, highest first (ties: cheapest first);
+* **state**, from ``published/<dataset>_<model>/``: ``done`` when ``record.json`` is there (published
+  with :mod:`opflow.publish`), ``in progress`` when ``checkpoint.pt`` is (the state a lease left,
+  committed; its epochs from ``curves.json``), else ``pending``; ``blocked`` when the entry says why;
+* **remaining minutes** = the estimate times the share of epochs still to train.
+
+:func:`next_pairs` picks what a lease of ``minutes`` of training trains: the first pair not done (even
+when it does not fit: it trains part of its epochs and resumes in the next lease), then every
+following pair while the sum of remaining minutes fits. ``opflow queue`` prints the table;
+``opflow queue --next M --targets`` prints the Snakemake targets that ``scripts/device_session.sh
+--queue`` trains. After the lease, ``scripts/queue_pull.sh`` publishes what finished and commits the
+checkpoints of the rest under ``published/``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from opflow.data.errors import ConfigError
+
+ROOT = Path(__file__).resolve().parents[1]
+DEFAULT_QUEUE = ROOT / "config" / "queue.yaml"
+DEFAULT_PUBLISHED = ROOT / "published"
+STATES = ("done", "in progress", "pending", "blocked")
+
+
+@dataclass
+class QueueEntry:
+    """One pair of the queue with what :mod:`opflow.queue` derives for it."""
+
+    dataset: str
+    model: str
+    gpu_minutes: float
+    source: str
+    share_gpu: bool
+    blocked: str | None
+    numbers: int = 0
+    state: str = "pending"
+    epochs_done: int = 0
+    epochs: int | None = None
+
+    @property
+    def pair(self) -> str:
+        return f"{self.dataset}/{self.model}"
+
+    @property
+    def target(self) -> str:
+        return f"results/{self.dataset}_{self.model}.json"
+
+    @property
+    def folder(self) -> str:
+        return f"{self.dataset}_{self.model}"
+
+    @property
+    def remaining_minutes(self) -> float:
+        if self.state == "done":
+            return 0.0
+        if self.epochs and self.epochs_done:
+            return self.gpu_minutes * max(0.0, 1.0 - self.epochs_done / self.epochs)
+        return self.gpu_minutes
+
+    @property
+    def value(self) -> float:
+        """Published numbers per GPU minute."""
+        return self.numbers / self.gpu_minutes
+
+
+def load_queue(path: str | Path = DEFAULT_QUEUE) -> list[QueueEntry]:
+    """The entries of ``path`` (``queue:`` list of ``{pair, gpu_minutes, source, share_gpu?, blocked?}``),
+    each checked: a :class:`ConfigError` names the entry and the key."""
+    path = Path(path)
+    try:
+        doc = yaml.safe_load(path.read_text())
+    except (OSError, yaml.YAMLError) as e:
+        raise ConfigError(f"{path}: cannot read the queue ({e})") from e
+    if not isinstance(doc, Mapping) or not isinstance(doc.get("queue"), list):
+        raise ConfigError(f"{path}: the queue file needs a top-level 'queue:' list of entries")
+    out, seen = [], set()
+    allowed = {"pair", "gpu_minutes", "source", "share_gpu", "blocked"}
+    for i, e in enumerate(doc["queue"]):
+        where = f"{path.name}: queue[{i}]"
+        if not isinstance(e, Mapping):
+            raise ConfigError(f"{where}: an entry is a mapping with pair, gpu_minutes and source")
+        unknown = sorted(set(e) - allowed)
+        if unknown:
+            raise ConfigError(f"{where}: unknown key(s) {unknown}; allowed: {sorted(allowed)}")
+        pair = e.get("pair")
+        if not isinstance(pair, str) or pair.count("/") != 1 or not all(pair.split("/")):
+            raise ConfigError(f"{where}: pair must be 'dataset/model', got {pair!r}")
+        if pair in seen:
+            raise ConfigError(f"{where}: {pair} is queued twice")
+        seen.add(pair)
+        minutes = e.get("gpu_minutes")
+        if isinstance(minutes, bool) or not isinstance(minutes, int | float) or not math.isfinite(minutes) or minutes <= 0:
+            raise ConfigError(f"{where} ({pair}): gpu_minutes must be a number of minutes > 0, got {minutes!r}")
+        if not isinstance(e.get("source"), str) or not e["source"].strip():
+            raise ConfigError(f"{where} ({pair}): source must say where the GPU minutes come from (a measurement or an estimate)")
+        blocked = e.get("blocked")
+        if blocked is not None and not (isinstance(blocked, str) and blocked.strip()):
+            raise ConfigError(f"{where} ({pair}): blocked, when given, is the reason (text)")
+        dataset, model = pair.split("/")
+        out.append(QueueEntry(dataset, model, float(minutes), e["source"].strip(), bool(e.get("share_gpu", False)), blocked))
+    return out
+
+
+def derive(entries: Sequence[QueueEntry], reference: Sequence[Any], published: str | Path = DEFAULT_PUBLISHED,
+           epochs: Mapping[str, int] | None = None) -> list[QueueEntry]:
+    """Fill in numbers (from ``reference``, :func:`opflow.report.load_reference`'s rows), state and epochs
+    (from ``published``; ``epochs``: the protocol's epochs per pair, for the remaining share), and sort
+    by value (module docstring). Done pairs go last, in queue order."""
+    published = Path(published)
+    for e in entries:
+        e.numbers = sum(1 for r in reference if (r.dataset, r.model) == (e.dataset, e.model))
+        folder = published / e.folder
+        e.epochs = (epochs or {}).get(e.pair)
+        if (folder / "record.json").exists():
+            e.state = "done"
+        elif e.blocked:
+            e.state = "blocked"
+        elif (folder / "checkpoint.pt").exists():
+            e.state = "in progress"
+            try:
+                e.epochs_done = len(json.loads((folder / "curves.json").read_text()))
+            except (OSError, ValueError):
+                e.epochs_done = 0
+        else:
+            e.state = "pending"
+    order = {id(e): i for i, e in enumerate(entries)}
+    return sorted(entries, key=lambda e: (e.state in ("done", "blocked"), -e.value, e.remaining_minutes, order[id(e)]))
+
+
+def next_pairs(entries: Sequence[QueueEntry], minutes: float) -> list[QueueEntry]:
+    """What a lease with ``minutes`` of training takes: the first open pair, then the following ones
+    while the remaining minutes add up to at most ``minutes``."""
+    open_ = [e for e in entries if e.state in ("pending", "in progress")]
+    if not open_:
+        return []
+    chosen, used = [open_[0]], open_[0].remaining_minutes
+    for e in open_[1:]:
+        if used + e.remaining_minutes <= minutes:
+            chosen.append(e)
+            used += e.remaining_minutes
+    return chosen
+
+
+def protocol_epochs(config_files: Sequence[str | Path], pairs: Sequence[QueueEntry]) -> dict[str, int]:
+    """``training.epochs`` of each pair in the paper profile (the merged training settings)."""
+    from opflow.config import load_config_files, parse_workflow
+
+    wf = parse_workflow(load_config_files([str(f) for f in config_files]))
+    out = {}
+    for e in pairs:
+        try:
+            out[e.pair] = int(wf.train_config(e.dataset, e.model).epochs)
+        except Exception as err:  # noqa: BLE001 - named below
+            raise ConfigError(f"queue: {e.pair} is not a dataset/model pair of the paper profile ({err})") from err
+    return out
+
+
+def table(entries: Sequence[QueueEntry]) -> str:
+    """The queue as a Markdown table."""
+    lines = ["| # | pair | state | published numbers | GPU minutes (whole / left) | numbers per GPU hour | source |",
+             "| ---: | --- | --- | ---: | ---: | ---: | --- |"]
+    for i, e in enumerate(entries, 1):
+        state = e.state + (f" ({e.epochs_done} of {e.epochs} epochs)" if e.state == "in progress" else "") + (f": {e.blocked}" if e.blocked else "")
+        lines.append(f"| {i} | {e.pair} | {state} | {e.numbers} | {e.gpu_minutes:.0f} / {e.remaining_minutes:.0f} | "
+                     f"{60 * e.value:.2f} | {e.source} |")
+    return "\n".join(lines)
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--queue", default=str(DEFAULT_QUEUE), help="the queue file (default config/queue.yaml)")
+    p.add_argument("--published", default=str(DEFAULT_PUBLISHED), help="the records folder (default published/)")
+    p.add_argument("--config", nargs="+", default=[str(ROOT / "config" / "default.yaml")], help="the paper profile")
+    p.add_argument("--reference", default=None, help="published numbers (default config/reference.yaml)")
+    p.add_argument("--next", type=float, default=None, metavar="MINUTES", help="only the pairs a lease with MINUTES of training takes")
+    p.add_argument("--targets", action="store_true", help="print the Snakemake targets (with --next), one line")
+    p.add_argument("--share-gpu", action="store_true", help="with --next: print 2 when every chosen pair may share the GPU, else 1")
+
+
+def run(a: argparse.Namespace) -> int:
+    """``opflow queue``: a bad queue file or option is one line on stderr and exit 2."""
+    import sys
+
+    try:
+        return _run(a)
+    except ConfigError as e:
+        print(f"opflow queue: {e}", file=sys.stderr)
+        return 2
+
+
+def _run(a: argparse.Namespace) -> int:
+    from opflow.report import DEFAULT_REFERENCE, load_reference
+
+    entries = load_queue(a.queue)
+    entries = derive(entries, load_reference(a.reference or DEFAULT_REFERENCE), a.published, protocol_epochs(a.config, entries))
+    if a.next is not None:
+        if not (math.isfinite(a.next) and a.next > 0):
+            raise ConfigError(f"--next: {a.next!r} must be a number of minutes > 0")
+        entries = next_pairs(entries, a.next)
+        if a.share_gpu:
+            print(2 if len(entries) > 1 and all(e.share_gpu for e in entries) else 1)
+            return 0
+    if a.targets:
+        print(" ".join(e.target for e in entries))
+        return 0
+    print(table(entries))
+    return 0
+
+
+__all__ = ["QueueEntry", "derive", "load_queue", "next_pairs", "protocol_epochs", "table"]

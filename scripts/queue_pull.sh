@@ -1,0 +1,39 @@
+#!/usr/bin/env bash
+# After a lease of the queue (scripts/device_session.sh --queue): take its state back, publish what finished, and
+# keep the checkpoints of the rest under published/ for the next lease (then commit published/).
+#
+# Usage (repository root, on the CPU machine): scripts/queue_pull.sh FILES_AT [NOTE]
+#   FILES_AT: the folder of the device reply's files (files_at); NOTE: circumstances for the records (default:
+#   "trained on a lent GPU by the lease queue").
+# 1. scripts/device_pull.sh FILES_AT: the state into .device-state, unpacked into .device-tree;
+# 2. every results/<pair>.json there: `opflow publish` into published/<pair>/ (its checkpoint there, if any, removed);
+# 3. every models/<pair>/checkpoint.pt there without a result: copied with train.log and curves.* into published/<pair>/
+#    (what the next lease resumes from; a few MB to 30 MB each: the tree that travels must stay under 64 MiB);
+# 4. `opflow queue`: the queue's new state.
+set -euo pipefail
+src="${1:?usage: scripts/queue_pull.sh FILES_AT [NOTE]}"
+note="${2:-trained on a lent GPU by the lease queue (scripts/device_session.sh --queue)}"
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$root"
+opflow_cmd=(opflow); command -v opflow >/dev/null || opflow_cmd=(python3 -m opflow.cli)
+scripts/device_pull.sh "$src"
+tree=.device-tree
+shopt -s nullglob
+for r in "$tree"/results/*.json; do
+    pair="$(basename "$r" .json)"
+    [[ -f "$tree/models/$pair/model.pt" ]] || { echo "queue_pull: $r has no model beside it; not published" >&2; continue; }
+    "${opflow_cmd[@]}" publish "$r" --out "published/$pair" --model-dir "$tree/models/$pair" --note "$note"
+    rm -f "published/$pair/checkpoint.pt"
+    echo "queue_pull: published published/$pair"
+done
+for c in "$tree"/models/*/checkpoint.pt; do
+    pair="$(basename "$(dirname "$c")")"
+    [[ -f "$tree/results/$pair.json" ]] && continue
+    mkdir -p "published/$pair"
+    cp "$c" "published/$pair/checkpoint.pt"
+    for f in train.log curves.csv curves.json curves.png; do
+        [[ -f "$tree/models/$pair/$f" ]] && cp "$tree/models/$pair/$f" "published/$pair/$f"
+    done
+    echo "queue_pull: kept published/$pair/checkpoint.pt ($(du -h "$c" | cut -f1)) for the next lease"
+done
+"${opflow_cmd[@]}" queue

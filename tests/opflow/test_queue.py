@@ -1,0 +1,91 @@
+"""The GPU lease queue (opflow/queue.py): a checked file, state and value derived from the records, and the
+pairs a lease of given minutes takes."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from opflow.cli import main
+from opflow.data.errors import ConfigError
+from opflow.queue import DEFAULT_QUEUE, derive, load_queue, next_pairs, protocol_epochs
+from opflow.report import load_reference
+
+
+def write(tmp_path: Path, text: str) -> Path:
+    p = tmp_path / "queue.yaml"
+    p.write_text(text)
+    return p
+
+
+class Ref:
+    def __init__(self, dataset: str, model: str) -> None:
+        self.dataset, self.model = dataset, model
+
+
+QUEUE = """
+queue:
+  - {pair: a/m, gpu_minutes: 10, source: measured}
+  - {pair: b/m, gpu_minutes: 5, source: measured}
+  - {pair: c/m, gpu_minutes: 100, source: estimate}
+  - {pair: d/m, gpu_minutes: 4, source: estimate, blocked: "no data"}
+  - {pair: e/m, gpu_minutes: 8, source: measured}
+"""
+
+
+def test_the_committed_queue_loads_and_names_only_pairs_of_the_paper_profile():
+    entries = load_queue(DEFAULT_QUEUE)
+    assert entries and all(e.gpu_minutes > 0 and e.source for e in entries)
+    epochs = protocol_epochs([Path(DEFAULT_QUEUE).parent / "default.yaml"], entries)
+    assert set(epochs) == {e.pair for e in entries}
+    derived = derive(entries, load_reference())
+    assert all(e.numbers >= 0 for e in derived)
+
+
+@pytest.mark.parametrize("text, msg", [
+    ("queue: 3", "top-level 'queue:' list"),
+    ("queue: [{pair: a, gpu_minutes: 1, source: x}]", "pair must be 'dataset/model'"),
+    ("queue: [{pair: a/m, gpu_minutes: 0, source: x}]", "gpu_minutes must be a number of minutes > 0"),
+    ("queue: [{pair: a/m, gpu_minutes: 1}]", "source must say where"),
+    ("queue: [{pair: a/m, gpu_minutes: 1, source: x, when: now}]", r"unknown key\(s\) \['when'\]"),
+    ("queue: [{pair: a/m, gpu_minutes: 1, source: x}, {pair: a/m, gpu_minutes: 2, source: y}]", "queued twice"),
+])
+def test_a_bad_queue_entry_is_named(tmp_path, text, msg):
+    with pytest.raises(ConfigError, match=msg):
+        load_queue(write(tmp_path, text))
+
+
+def test_state_value_and_order_come_from_the_records_and_the_reference(tmp_path):
+    pub = tmp_path / "published"
+    (pub / "a_m").mkdir(parents=True)
+    (pub / "a_m" / "record.json").write_text("{}")  # done
+    (pub / "c_m").mkdir()
+    (pub / "c_m" / "checkpoint.pt").write_bytes(b"x")  # in progress: 40 of 100 epochs
+    (pub / "c_m" / "curves.json").write_text(json.dumps([{"epoch": i} for i in range(1, 41)]))
+    refs = [Ref("a", "m"), Ref("b", "m"), Ref("c", "m"), Ref("c", "m"), Ref("c", "m"), Ref("c", "m"), Ref("c", "m"), Ref("e", "m")]
+    entries = derive(load_queue(write(tmp_path, QUEUE)), refs, pub, {"c/m": 100})
+    by = {e.pair: e for e in entries}
+    assert [by[p].state for p in ("a/m", "b/m", "c/m", "d/m", "e/m")] == ["done", "pending", "in progress", "blocked", "pending"]
+    assert by["c/m"].epochs_done == 40 and by["c/m"].remaining_minutes == pytest.approx(60.0)
+    assert by["c/m"].numbers == 5 and by["a/m"].remaining_minutes == 0
+    # value per GPU minute: b 1/5, e 1/8, c 5/100; then done and blocked last
+    assert [e.pair for e in entries] == ["b/m", "e/m", "c/m", "a/m", "d/m"]
+    assert [e.pair for e in next_pairs(entries, 14)] == ["b/m", "e/m"]  # 5 + 8 <= 14
+    assert [e.pair for e in next_pairs(entries, 12)] == ["b/m"]
+    assert [e.pair for e in next_pairs(entries, 2)] == ["b/m"]  # the first is taken even when it does not fit
+    assert next_pairs([e for e in entries if e.state in ("done", "blocked")], 100) == []
+
+
+def test_the_command_prints_the_table_and_the_next_targets(tmp_path, capsys):
+    assert main(["queue"]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("| # | pair | state |") and "darcy/ono" in out
+    assert main(["queue", "--next", "1", "--targets"]) == 0
+    targets = capsys.readouterr().out.split()
+    assert len(targets) == 1 and targets[0].startswith("results/") and targets[0].endswith(".json")
+    assert main(["queue", "--next", "1", "--share-gpu"]) == 0
+    assert capsys.readouterr().out.strip() == "1"
+    assert main(["queue", "--next", "0"]) == 2
+    assert "--next" in capsys.readouterr().err
