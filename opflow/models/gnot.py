@@ -33,6 +33,13 @@ The network, with the paper's equation numbers (Section 3)::
   FFNs, ``G`` an MLP of the *query coordinates* (two hidden layers of the FFN width, as the
   release), one gate per block shared by its two FFN stages: a soft domain decomposition.
   ``n_experts: 1`` has no gate at all (a plain FFN).
+* **Query coordinates** (Sec. 3.2, ``x^q``): fed to the query embedding ``MLP_q`` and to the gate
+  ``G`` as they are (``coord_norm: none``), or standardised per axis, ``(x - m) / s``, with the mean
+  ``m`` and standard deviation ``s`` of the training split's query points (``coord_norm:
+  unit_gaussian``, :class:`CoordinateNormalizer`), as the release does (its ``--normalize_x unit``
+  fits a ``UnitTransformer`` on every training point and applies it to the points that its trunk
+  and gate read; the input functions' own points stay raw). Here too only the query embedding and
+  the gate see them standardised: the input function's embedding gets the raw coordinates.
 * **Parameter vector** (Sec. 3.3): per-sample globals ``theta (B, g)`` (``accepts_globals``) are
   one more conditional embedding, a single token ``MLP_theta(theta)`` with its own keys and values
   (``globals_mode: token``, the paper); ``globals_mode: query`` concatenates ``theta`` to every
@@ -49,6 +56,12 @@ before the self-attention, and on each gated FFN's *output* before the residual 
 eq. 11 names no norm); the embedding and output MLPs are ``Linear -> act`` followed by
 ``mlp_layers`` residual hidden layers ``h <- act(W h + b) + h`` and a last ``Linear``
 (:class:`ResidualMLP`); biases on every projection; the gate MLP's width equals the FFN's.
+
+The release itself is ``models.gnot_official`` in config/default.yaml (``cross_aggregate: sum``,
+``self_query_skip: true``, ``globals_mode: query``, ``coord_norm: unit_gaussian``; 1,756,721
+parameters at elasticity972); docs/gnot.md gives the release's file and line for each option and
+what of its input encoding could not be inferred. ``gnot`` (the paper's equations) keeps the other
+values.
 
 Grids (Darcy, Navier-Stokes) are point sets here: ``grid_shape`` is ignored, the queries are the
 grid points (``query=None``) and the input function is the field on the same points. Without input
@@ -115,6 +128,67 @@ class ResidualMLP(nn.Module):
         for lin in self.hidden:
             h = self.act(lin(h)) + h
         return self.post(h)
+
+
+class CoordinateNormalizer(nn.Module):
+    """``x -> (x - m) / (s + 1e-8)`` per coordinate axis, ``m`` and ``s`` the mean and standard deviation
+    of every real query point of the training split (``coord_norm: unit_gaussian``).
+
+    The release's ``--normalize_x unit``: a ``UnitTransformer`` (one mean and standard deviation per
+    column over all points of all training samples, ``+ 1e-8`` on the deviation) fitted before
+    training and applied to the points its trunk and gate read. The model has no access to the
+    training split before training, so it accumulates the same statistics itself: in training mode
+    every forward merges the batch's real points (padding excluded) into float64 buffers (count,
+    mean, sum of squared deviations; the pairwise update of Chan, Golub and LeVeque 1979) and then
+    standardises with the merged statistics; in evaluation mode they are frozen. Once every training
+    sample has been seen (the end of the first epoch) they are the split's statistics; later epochs
+    add the same points again, which leaves them unchanged at each epoch's end (population deviation;
+    the release's ``torch.std`` is the sample one, a relative difference of ``1 / (2 n)``: 5e-7 for the
+    972,000 points of elasticity972). Before any training step the map is the identity.
+
+    Under DDP the buffers of rank 0 are broadcast at every forward (torch's default), so the
+    statistics are those of rank 0's share of the batches. The float64 buffers do not move to MPS.
+    """
+
+    EPS = 1e-8
+
+    def __init__(self, dim: int) -> None:
+        super().__init__()
+        self.register_buffer("count", torch.zeros((), dtype=torch.float64))
+        self.register_buffer("mean", torch.zeros(dim, dtype=torch.float64))
+        self.register_buffer("m2", torch.zeros(dim, dtype=torch.float64))
+
+    @torch.no_grad()
+    def update(self, x: Tensor, mask: Tensor | None) -> None:
+        """Merge the real points of ``x (B, M, d)`` (``mask (B, M)`` False at padding) into the statistics."""
+        xd = x.detach().to(torch.float64).reshape(-1, x.shape[-1])
+        if mask is None:
+            w = torch.ones(xd.shape[0], 1, dtype=torch.float64, device=xd.device)
+        else:
+            w = mask.reshape(-1, 1).to(torch.float64)
+        n_b = w.sum()
+        mean_b = (xd * w).sum(0) / n_b
+        m2_b = ((xd - mean_b) ** 2 * w).sum(0)
+        n = self.count + n_b
+        delta = mean_b - self.mean
+        self.m2.add_(m2_b + delta**2 * (self.count * n_b / n))
+        self.mean.add_(delta * (n_b / n))
+        self.count.copy_(n)
+
+    def scale(self) -> Tensor:
+        """``s + 1e-8`` per axis (1 before any update)."""
+        std = (self.m2 / self.count.clamp_min(1)).sqrt() + self.EPS
+        return torch.where(self.count > 0, std, torch.ones_like(std))
+
+    def transform(self, x: Tensor) -> Tensor:
+        """``(x - m) / (s + 1e-8)`` with the current statistics (no update), in ``x``'s dtype."""
+        return ((x.to(torch.float64) - self.mean) / self.scale()).to(x.dtype)
+
+    def forward(self, x: Tensor, mask: Tensor | None = None) -> Tensor:
+        """In training mode merge ``x``'s real points first; then :meth:`transform`."""
+        if self.training:
+            self.update(x, mask)
+        return self.transform(x)
 
 
 class HeterogeneousNormalizedAttention(nn.Module):
@@ -243,8 +317,8 @@ class GNOT(OperatorModel):
     Hyperparameters (:class:`opflow.models.hparams.GnotHparams`): ``width`` (embedding and attention
     width n_e), ``n_layers`` blocks, ``n_heads``, ``n_experts``, ``ffn_ratio`` (expert FFN width /
     n_e), ``mlp_layers`` (residual hidden layers of the embedding and output MLPs), ``act``,
-    ``cross_aggregate``, ``self_query_skip``, ``globals_mode``; ``global_channels`` and
-    ``input_sets`` are set from the data.
+    ``cross_aggregate``, ``self_query_skip``, ``globals_mode``, ``coord_norm``; ``global_channels``
+    and ``input_sets`` are set from the data.
     """
 
     accepts_globals = True
@@ -266,11 +340,16 @@ class GNOT(OperatorModel):
         cross_aggregate: str,
         self_query_skip: bool,
         globals_mode: str,
+        coord_norm: str,
         global_channels: int,
         input_sets: Sequence[Sequence[int]],
     ) -> None:
         super().__init__(in_channels, out_channels, coord_dim)
+        if coord_norm not in ("none", "unit_gaussian"):
+            raise ConfigError(f"gnot: coord_norm must be 'none' or 'unit_gaussian', got {coord_norm!r}")
         self.width, self.n_experts = width, n_experts
+        # registered only when used, so that the state dict of coord_norm none is unchanged
+        self.coord_norm = CoordinateNormalizer(coord_dim) if coord_norm == "unit_gaussian" else None
         self.global_channels, self.globals_mode = global_channels, globals_mode
         self.input_set_shapes = [(int(d), int(c)) for d, c in input_sets]
         query_in = coord_dim + (global_channels if globals_mode == "query" else 0)
@@ -306,7 +385,10 @@ class GNOT(OperatorModel):
     # ----------------------------------------------------------------- forward
 
     def gate_weights(self, pos: Tensor) -> list[Tensor]:
-        """The expert weights ``p(x) (B, M, n_experts)`` of every block at points ``pos`` (eq. 12)."""
+        """The expert weights ``p(x) (B, M, n_experts)`` of every block at points ``pos`` (eq. 12;
+        standardised first with the current statistics under ``coord_norm: unit_gaussian``)."""
+        if self.coord_norm is not None:
+            pos = self.coord_norm.transform(pos)
         return [b.gate(pos) for b in self.blocks if b.gate is not None]  # type: ignore[misc]
 
     def forward(
@@ -327,6 +409,8 @@ class GNOT(OperatorModel):
         elif query_mask is not None and (query_mask.dtype != torch.bool or query_mask.shape != query.shape[:2]):
             raise ValueError(f"query_mask must be a bool tensor of shape {tuple(query.shape[:2])}")
         pos = _zero_padding(query, query_mask)
+        if self.coord_norm is not None:  # the query embedding's and the gate's coordinates (the release's normalize_x)
+            pos = _zero_padding(self.coord_norm(pos, query_mask), query_mask)
         q_in = pos
         if self.globals_mode == "query" and self.global_channels:
             q_in = torch.cat([pos, globals[:, None, :].expand(-1, pos.shape[1], -1).to(pos.dtype)], -1)  # type: ignore[index]
@@ -347,4 +431,4 @@ class GNOT(OperatorModel):
         return out
 
 
-__all__ = ["GNOT", "GeometricGate", "GnotBlock", "HeterogeneousNormalizedAttention", "MixtureOfExperts", "ResidualMLP"]
+__all__ = ["GNOT", "CoordinateNormalizer", "GeometricGate", "GnotBlock", "HeterogeneousNormalizedAttention", "MixtureOfExperts", "ResidualMLP"]

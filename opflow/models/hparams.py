@@ -61,6 +61,9 @@ HEAD_NORMS: tuple[str, ...] = tuple(literal_values(HeadNorm))
 #: 4-6), "qk" / "kv" = that pair for any kernel (the paper's softmax ablations), "regular" = the
 #: post-LN block of eq. 7 without per-head norms
 GtNorm = Literal["head", "qk", "kv", "regular"]
+#: GNOT: the query coordinates of the query embedding and the gate, raw or standardised with the
+#: training split's statistics (the release's ``--normalize_x unit``)
+GnotCoordNorm = Literal["none", "unit_gaussian"]
 
 
 class Hparams(StrictModel):
@@ -325,8 +328,12 @@ class GnotHparams(Hparams):
     ``cross_aggregate``: mean (the paper, eq. 7) or sum (the release) over the input functions;
     ``self_query_skip``: the release's ``q~`` skip in the self-attention (eq. 9 has none);
     ``globals_mode``: the parameter vector as its own token (``token``, the paper Sec. 3.3) or
-    concatenated to the query points (``query``, the release). ``global_channels`` and ``input_sets``
-    (``[coordinate dim, channels]`` of each extra input point set) are set from the data.
+    concatenated to the query points (``query``, the release); ``coord_norm``: the query
+    coordinates fed to the query embedding and the gate as they are (``none``) or standardised per
+    axis with the training split's mean and standard deviation (``unit_gaussian``, the release's
+    ``--normalize_x unit``; :class:`opflow.models.gnot.CoordinateNormalizer`). ``global_channels``
+    and ``input_sets`` (``[coordinate dim, channels]`` of each extra input point set) are set from
+    the data. ``models.gnot_official`` in config/default.yaml is the release (docs/gnot.md).
     """
 
     width: PosInt = 96
@@ -339,6 +346,7 @@ class GnotHparams(Hparams):
     cross_aggregate: Literal["mean", "sum"] = "mean"
     self_query_skip: Bool = False
     globals_mode: Literal["token", "query"] = "token"
+    coord_norm: GnotCoordNorm = "none"
     global_channels: NonNegInt = 0
     input_sets: list[tuple[PosInt, NonNegInt]] = []
 
@@ -473,6 +481,7 @@ __all__ = [
     "ARCHITECTURES",
     "Activation",
     "FtHparams",
+    "GnotCoordNorm",
     "GnotHparams",
     "GtHparams",
     "GtNorm",

@@ -221,6 +221,127 @@ def test_darcy_configuration_and_bad_settings():
         m(x, a, input_sets=[(torch.rand(1, 4, 3), torch.rand(1, 4, 1), None)])
 
 
+# ---------------------------------------------------------------------------------------------
+# the authors' release (models.gnot_official) and its options
+
+
+def _official() -> dict:
+    import yaml
+
+    entry = yaml.safe_load((Path(__file__).resolve().parents[3] / "config" / "default.yaml").read_text())["models"]["gnot_official"]
+    return {k: v for k, v in entry.items() if k != "training"}
+
+
+def test_release_entry_is_the_paper_size_with_the_release_options():
+    """models.gnot_official: 1,756,721 parameters at elasticity972 (2-D points, no input channels, one
+    output), the count of the release at that configuration; 1,756,817 at Darcy, as gnot. Its
+    departures from gnot are the release's choices (docs/gnot.md)."""
+    cfg = _official()
+    m = build_model(cfg, 0, 1, 2)
+    assert count_parameters(m) == 1_756_721
+    assert count_parameters(build_model(cfg, 1, 1, 2)) == count_parameters(build_model({"arch": "gnot"}, 1, 1, 2)) == 1_756_817
+    assert {k: cfg[k] for k in ("cross_aggregate", "self_query_skip", "globals_mode", "coord_norm")} == {
+        "cross_aggregate": "sum",
+        "self_query_skip": True,
+        "globals_mode": "query",
+        "coord_norm": "unit_gaussian",
+    }
+    b = m.blocks[0]
+    assert b.cross.aggregate == "sum" and b.cross.query_skip and b.self_attn.query_skip
+    assert m.coord_norm is not None and sorted(k for k in m.state_dict() if k.startswith("coord_norm.")) == ["coord_norm.count", "coord_norm.m2", "coord_norm.mean"]
+
+
+def test_self_query_skip_adds_the_normalised_query_before_the_output_projection():
+    """The release's self-attention: W_o [q~ + NA(q, K, V)]; eq. 9 without the q~ term. Same weights:
+    the two differ by W_o q~ (no bias)."""
+    torch.manual_seed(0)
+    with_skip = HeterogeneousNormalizedAttention(8, 2, 1, query_skip=True).double()
+    without = HeterogeneousNormalizedAttention(8, 2, 1, query_skip=False).double()
+    without.load_state_dict(with_skip.state_dict())
+    h = torch.randn(2, 6, 8, dtype=torch.float64)
+    q_t = feature_softmax(with_skip._split(with_skip.to_q(h))).transpose(1, 2).reshape(2, 6, 8)
+    diff = with_skip(h, [h], [None]) - without(h, [h], [None])
+    torch.testing.assert_close(diff, q_t @ with_skip.to_out.weight.T, rtol=1e-12, atol=1e-13)
+
+
+def _split_batches(n_batches: int = 3, seed: int = 1) -> list[tuple[torch.Tensor, torch.Tensor, torch.Tensor]]:
+    """A pretend training split in padded batches: (coords, inputs, mask), points of different counts."""
+    g = torch.Generator().manual_seed(seed)
+    out = []
+    for i in range(n_batches):
+        counts = torch.tensor([17, 11 + i])
+        x = torch.rand(2, 17, 2, generator=g, dtype=torch.float64) * torch.tensor([2.0, 0.5], dtype=torch.float64) + torch.tensor([-1.0, 3.0], dtype=torch.float64)
+        a = torch.randn(2, 17, 1, generator=g, dtype=torch.float64)
+        mask = torch.arange(17)[None] < counts[:, None]
+        x[~mask] = 1e6  # padding never counts
+        out.append((x, a, mask))
+    return out
+
+
+def test_coordinate_normalisation_fits_the_training_split_and_freezes_in_evaluation():
+    """coord_norm unit_gaussian: after one pass over the training split the statistics are the
+    split's mean and (population) standard deviation per axis over every real point, as the
+    release's UnitTransformer; another pass in another order leaves them there; evaluation mode
+    never changes them, and the split's coordinates are then standardised (mean 0, std 1)."""
+    m = tiny(coord_norm="unit_gaussian")
+    batches = _split_batches()
+    pts = torch.cat([x[mk] for x, _, mk in batches])
+    mean, std = pts.mean(0), pts.std(0, correction=0)
+    m.eval()
+    m(*batches[0][:2], mask=batches[0][2])
+    assert float(m.coord_norm.count) == 0  # evaluation mode does not fit
+    m.train()
+    for x, a, mk in batches:
+        m(x, a, mask=mk)
+    torch.testing.assert_close(m.coord_norm.mean, mean, rtol=0, atol=1e-14)
+    torch.testing.assert_close(m.coord_norm.scale(), std + 1e-8, rtol=1e-13, atol=0)
+    for x, a, mk in reversed(batches):  # a second epoch, shuffled
+        m(x, a, mask=mk)
+    torch.testing.assert_close(m.coord_norm.mean, mean, rtol=0, atol=1e-14)
+    torch.testing.assert_close(m.coord_norm.scale(), std + 1e-8, rtol=1e-13, atol=0)
+    m.eval()
+    z = m.coord_norm.transform(pts)
+    torch.testing.assert_close(z.mean(0), torch.zeros(2, dtype=torch.float64), rtol=0, atol=1e-12)
+    torch.testing.assert_close(z.std(0, correction=0), torch.ones(2, dtype=torch.float64), rtol=1e-7, atol=0)
+    before = m.coord_norm.state_dict()
+    m(*batches[1][:2], mask=batches[1][2])
+    assert all(torch.equal(before[k], v) for k, v in m.coord_norm.state_dict().items())
+
+
+def test_standardised_coordinates_reach_the_query_embedding_and_the_gate_only():
+    """With statistics (m, s), the model equals the same weights without the option evaluated with
+    queries (x - m) / (s + 1e-8) at raw input points: the input function's embedding keeps the raw
+    coordinates (the release normalises its trunk's and gate's points, not the input functions)."""
+    on = tiny(coord_norm="unit_gaussian", self_query_skip=True, cross_aggregate="sum")
+    off = tiny(self_query_skip=True, cross_aggregate="sum")
+    missing, unexpected = off.load_state_dict(on.state_dict(), strict=False)
+    assert missing == [] and sorted(unexpected) == ["coord_norm.count", "coord_norm.m2", "coord_norm.mean"]
+    on.train()
+    for x, a, mk in _split_batches():
+        on(x, a, mask=mk)
+    on.eval()
+    x, a = cloud(2, 23)
+    z = (x - on.coord_norm.mean) / on.coord_norm.scale()
+    torch.testing.assert_close(on(x, a), off(x, a, query=z), rtol=1e-12, atol=1e-12)
+    torch.testing.assert_close(on.gate_weights(x)[0], off.gate_weights(z)[0], rtol=1e-12, atol=1e-14)
+    assert float((on(x, a) - off(x, a)).detach().abs().max()) > 1e-3  # the statistics are far from (0, 1) here
+
+
+def test_coordinate_normalisation_off_is_todays_model_bit_for_bit():
+    """coord_norm none (the default, gnot's) builds the same state dict and the same outputs as a
+    config without the key, bit for bit; with the option on, before any training step, the map is
+    the identity and the outputs are again the same."""
+    x, a = cloud(2, 19)
+    ref = tiny()
+    off = tiny(coord_norm="none")
+    assert list(off.state_dict()) == list(ref.state_dict()) and off.coord_norm is None
+    assert torch.equal(off(x, a), ref(x, a))
+    on = tiny(coord_norm="unit_gaussian").eval()
+    assert torch.equal(on(x, a), ref(x, a))
+    with pytest.raises(ConfigError, match="coord_norm"):
+        build_model({"arch": "gnot", "coord_norm": "minmax"}, 1, 1, 2)
+
+
 def test_overfits_a_handful_of_samples():
     """4 samples of u = a <a> + <a^2> on 32 points (tests/_support/model_helpers.py)."""
     err = overfit_mean_field_operator(dict(arch="gnot", width=32, n_layers=2, n_heads=4, n_experts=2, ffn_ratio=2.0, mlp_layers=1), steps=600, lr=3e-3)
@@ -314,3 +435,33 @@ def test_models_without_input_sets_are_refused_and_views_without_them_unchanged(
     assert plain.input_sets == () and "input_sets" not in plain[0] and "input_sets" not in collate([plain[0], plain[1]])
     assert "input_sets" not in plain.fit_normalizers("unit_gaussian", "unit_gaussian").state_dict()
     assert "input_sets" not in plain.info()
+
+
+def test_coordinate_statistics_are_trained_saved_and_resumed_with_the_model(tmp_path: Path):
+    """Through the trainer: after training, the saved model holds the training split's coordinate
+    statistics (the toy grid: x on [0, 1], y on [0, 2], the same 16 x 16 points in every sample), and
+    a run interrupted after one epoch and resumed ends with the same weights and statistics."""
+    from opflow.inference import load_model
+    from opflow.train import train
+
+    from learning_helpers import grid_dataset, toy_run
+
+    torch.set_default_dtype(torch.float32)  # as in training (the fixture restores float64)
+    data = grid_dataset(tmp_path / "toy.nc")
+    run = toy_run(data, "ono", epochs=2)
+    run["model"] = "gnot_official"
+    run["model_config"] = {"arch": "gnot", "width": 8, "n_layers": 1, "n_heads": 2, "n_experts": 2, "ffn_ratio": 1.0, "mlp_layers": 1,
+                           "cross_aggregate": "sum", "self_query_skip": True, "globals_mode": "query", "coord_norm": "unit_gaussian"}
+    full = train(run, data, tmp_path / "full", progress=False)
+    part = train(run, data, tmp_path / "cut", progress=False, max_epochs_this_call=1)
+    assert not part.complete
+    rest = train(run, data, tmp_path / "cut", progress=False)
+    a, _ = load_model(full.model_path)
+    b, _ = load_model(rest.model_path)
+    for k, v in a.state_dict().items():
+        assert torch.equal(v, b.state_dict()[k]), k
+    # the batches carry float32 coordinates (rounding 1e-8 here); the statistics are accumulated in float64
+    g = torch.stack(torch.meshgrid(torch.linspace(0, 1, 16, dtype=torch.float64), torch.linspace(0, 2, 16, dtype=torch.float64), indexing="ij"), -1).reshape(-1, 2)
+    torch.testing.assert_close(a.coord_norm.mean, g.mean(0), rtol=0, atol=1e-7)
+    torch.testing.assert_close(a.coord_norm.scale(), g.std(0, correction=0) + 1e-8, rtol=1e-7, atol=0)
+    assert float(a.coord_norm.count) == 2 * 12 * 256  # two epochs of the 12 training samples
