@@ -186,8 +186,9 @@ def jittered_cholesky_ex(c: Tensor, eps: float = 1e-6, max_tries: int = 8) -> tu
         floor = k * torch.finfo(c.dtype).eps * diag.amax().clamp_min(0)
         trace = diag.sum() / k
         scale = torch.where(trace > 0, trace, torch.ones_like(trace))
-        steps = torch.cat([torch.zeros(1, dtype=c.dtype, device=c.device), eps * 10.0 ** torch.arange(max_tries, dtype=c.dtype, device=c.device)])
-        jitter = steps * scale  # (T,)
+        # (eps * scale) * 10^j, rounded as the host-side loop before it did: the same jitter to the last bit
+        powers = 10.0 ** torch.arange(max_tries, dtype=c.dtype, device=c.device)
+        jitter = torch.cat([torch.zeros(1, dtype=c.dtype, device=c.device), (eps * scale) * powers])  # (T,)
         L_all, info = torch.linalg.cholesky_ex(cd + jitter[:, None, None] * eye)
         ok = (info == 0) & ((L_all.diagonal(dim1=-2, dim2=-1) ** 2).amin(-1) > floor)
         any_ok = ok.any()
