@@ -92,7 +92,7 @@ def audit(config_path: Path = REPO / "config" / "default.yaml", reference_path: 
     from opflow.config import load_config_files, parse_workflow
     from opflow.data.errors import ConfigError
     from opflow.report import load_reference
-    from solvers.config import check_pairs
+    from pipeline.config import check_pairs
 
     cfg = load_config_files([str(config_path)])
     wf = parse_workflow(cfg)

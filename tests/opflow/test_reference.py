@@ -66,7 +66,7 @@ def test_the_audit_page_is_the_configs(audit) -> None:
 def test_a_row_that_runs_is_one_the_workflow_accepts(audit, paper) -> None:
     """Every row not marked 'no' names a configured dataset and model entry whose pair passes the
     workflow's model/data check; every 'no' row says why."""
-    from solvers.config import check_pairs
+    from pipeline.config import check_pairs
 
     mod, rows = audit
     wf = parse_workflow(paper)

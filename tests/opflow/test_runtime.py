@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import mmap
 import random
 import time
 
@@ -50,14 +51,19 @@ def test_torchrun_environment(monkeypatch: pytest.MonkeyPatch) -> None:
 
 def test_cpu_peak_memory_sees_a_temporary_allocation() -> None:
     with PeakMemory(torch.device("cpu")) as mem:
-        a = np.ones(64 * 2**20 // 8)  # 64 MiB, touched
-        a.sum()
+        # 64 MiB of fresh pages, touched: an anonymous mapping of its own, not malloc, whose freed and
+        # still-resident heap (an earlier test's, e.g. with mmap turned off in malloc by an MPI library)
+        # could serve the array without any growth of the resident set
+        region = mmap.mmap(-1, 64 * 2**20)
+        a = np.frombuffer(region, dtype=np.uint8)
+        a[::4096] = 1
         # the RSS is sampled by a thread every millisecond: on a loaded machine it may not run while
         # the array lives for the ~30 ms of the lines above, so hold it until a sample has seen it
         deadline = time.monotonic() + 5.0
         while mem._peak - mem._base < 48 * 2**20 and time.monotonic() < deadline:
             time.sleep(0.005)
         del a
+        region.close()
     assert mem.kind == "cpu_peak_rss_delta"
     assert 48 * 2**20 < mem.bytes < 256 * 2**20, mem.bytes
     assert mem.as_dict()["mib"] == pytest.approx(mem.bytes / 2**20, abs=1e-3)
