@@ -13,6 +13,8 @@ import ast
 from collections.abc import Collection, Iterator, Mapping
 from pathlib import Path
 
+from import_graphs import find_cycle
+
 ROOT = Path(__file__).resolve().parents[2]
 
 
@@ -80,29 +82,6 @@ def import_graph(*packages: str) -> dict[str, set[str]]:
     for p in packages:
         known |= modules(p)
     return {mod: module_imports(mod, is_pkg, ast.parse(f.read_text(), str(f)), known) for mod, (f, is_pkg) in known.items()}
-
-
-def find_cycle(graph: Mapping[str, set[str]]) -> list[str] | None:
-    """One cycle ``[a, b, ..., a]`` of ``graph``, or None (depth-first search)."""
-    state: dict[str, int] = {}  # 1: on the current path, 2: done
-    path: list[str] = []
-
-    def visit(m: str) -> list[str] | None:
-        state[m] = 1
-        path.append(m)
-        for n in sorted(graph.get(m, ())):
-            if state.get(n) == 1:
-                return [*path[path.index(n) :], n]
-            if n not in state and (c := visit(n)):
-                return c
-        path.pop()
-        state[m] = 2
-        return None
-
-    for m in sorted(graph):
-        if m not in state and (c := visit(m)):
-            return c
-    return None
 
 
 # --------------------------------------------------------------------------- the reader

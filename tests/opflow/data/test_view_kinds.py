@@ -24,6 +24,7 @@ from opflow.data.views import ViewKind, get_kind, kind_of, make_dataset, parse_v
 
 from opflow.schema import PosInt
 
+from import_graphs import find_cycle
 from learning_helpers import grid_dataset
 
 # --------------------------------------------------------------------------- import graph of opflow.data
@@ -55,29 +56,6 @@ def import_graph(package_dir: Path, package: str) -> dict[str, set[str]]:
                 targets = [f"{base}.{a.name}" if f"{base}.{a.name}" in files else base for a in node.names]
             graph[mod] |= {t for t in targets if t in files and t != mod}
     return graph
-
-
-def find_cycle(graph: Mapping[str, set[str]]) -> list[str] | None:
-    """One import cycle ``[a, b, ..., a]`` of ``graph``, or None (depth-first search)."""
-    state: dict[str, int] = {}  # 1: on the current path, 2: done
-    path: list[str] = []
-
-    def visit(m: str) -> list[str] | None:
-        state[m] = 1
-        path.append(m)
-        for n in sorted(graph.get(m, ())):
-            if state.get(n) == 1:
-                return [*path[path.index(n) :], n]
-            if n not in state and (c := visit(n)):
-                return c
-        path.pop()
-        state[m] = 2
-        return None
-
-    for m in sorted(graph):
-        if m not in state and (c := visit(m)):
-            return c
-    return None
 
 
 def test_the_cycle_finder_finds_cycles() -> None:
