@@ -110,7 +110,10 @@ def probe(family: str, part: str, device: str = "cuda") -> dict[str, Any]:
         torch.cuda.synchronize()
         return {"ok": True}
     except Exception as e:  # noqa: BLE001 - the diagnostic's result
-        return {"ok": False, "error": f"{type(e).__name__}: {e}", "traceback": traceback.format_exc()}
+        tb = traceback.format_exc().replace(str(ROOT) + "/", "")  # repository-relative paths, no machine's folders
+        for site in {str(Path(torch.__file__).parents[1]) + "/"}:
+            tb = tb.replace(site, "<site-packages>/")
+        return {"ok": False, "error": f"{type(e).__name__}: {e}", "traceback": tb}
 
 
 def main(argv: list[str] | None = None) -> int:
