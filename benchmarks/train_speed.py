@@ -59,9 +59,11 @@ import argparse
 import copy
 import gc
 import itertools
+import json
 import math
 import os
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -459,8 +461,51 @@ def measure_steps(
     return out
 
 
-def steps_main(a: argparse.Namespace, config: Mapping[str, Any], names: Sequence[str], dev: Any) -> int:
-    """``--steps``: every pair of ``--pairs`` x every variant (:func:`measure_steps`), to one JSON."""
+def _argv_without(argv: Sequence[str], options: Sequence[str]) -> list[str]:
+    """``argv`` less each of ``options`` with its value (``--opt V`` or ``--opt=V``)."""
+    out, skip = [], False
+    for arg in argv:
+        if skip:
+            skip = False
+        elif arg in options:
+            skip = True
+        elif not any(arg.startswith(o + "=") for o in options):
+            out.append(arg)
+    return out
+
+
+def steps_in_processes(a: argparse.Namespace, argv: Sequence[str], pairs: Sequence[str], out: Path) -> int:
+    """``--steps`` with several pairs: each pair measured by a process of its own (this module with the
+    same arguments and that one pair), its JSON merged into ``out`` as soon as it ends. A failed CUDA
+    graph capture leaves PyTorch's GPU random numbers unusable in its process (docs/gpu.md), so a pair
+    measured after it in the same process would fail for a reason that is not its own."""
+    child_argv = _argv_without(argv, ("--pairs", "--out"))
+    result: dict[str, Any] | None = None
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), *filter(None, [os.environ.get("PYTHONPATH")])])}
+    with tempfile.TemporaryDirectory(prefix="opflow-train-step-pairs-") as tmp:
+        for pair in pairs:
+            part = Path(tmp) / (pair.replace("/", "_") + ".json")
+            rc = subprocess.run([sys.executable, "-m", "benchmarks.train_speed", *child_argv, "--pairs", pair, "--out", str(part)],
+                                cwd=ROOT, env=env).returncode
+            got = json.loads(part.read_text()) if part.is_file() else None
+            if result is None and got is not None:
+                result = {**got, "pairs": {}, "skipped": {}, "processes": "one per pair"}
+            if result is None:
+                result = {"benchmark": "train_step", "created": utc_timestamp(), "pairs": {}, "skipped": {}, "processes": "one per pair"}
+            if got is not None:
+                result["pairs"].update(got.get("pairs", {}))
+                result["skipped"].update(got.get("skipped", {}))
+                result["machine"] = got.get("machine", result.get("machine"))
+            if got is None:
+                result["skipped"][pair] = f"failed: its process exited with status {rc} before writing a result"
+            write_json_atomic(out, result)
+    print(f"wrote {out}")
+    return 0 if result and any(p.get("variants") for p in result["pairs"].values()) else 1
+
+
+def steps_main(a: argparse.Namespace, config: Mapping[str, Any], names: Sequence[str], dev: Any, argv: Sequence[str] = ()) -> int:
+    """``--steps``: every pair of ``--pairs`` x every variant (:func:`measure_steps`), to one JSON (with
+    several pairs and ``argv`` given, one process per pair: :func:`steps_in_processes`)."""
     import torch
 
     from opflow.runtime import set_threads
@@ -470,6 +515,8 @@ def steps_main(a: argparse.Namespace, config: Mapping[str, Any], names: Sequence
     if unknown:
         raise SystemExit(f"--pairs: {unknown} not among {sorted(STEP_PAIRS)} (the shapes of their synthetic data are known)")
     out = a.out or ROOT / DEFAULT_STEP_OUT.format(device=dev.type)
+    if len(pairs) > 1 and argv and not a.one_process:
+        return steps_in_processes(a, argv, pairs, out)
     set_threads(a.threads or 4)
     load0 = loadavg()
     result: dict[str, Any] = {
@@ -487,6 +534,11 @@ def steps_main(a: argparse.Namespace, config: Mapping[str, Any], names: Sequence
     with tempfile.TemporaryDirectory(prefix="opflow-train-step-") as tmp:
         tmpdir = Path(tmp)
         for pair in pairs:
+            whys = {name: skip_reason(parse_variant(name), dev.type, True) for name in names}
+            if all(whys.values()):  # nothing to measure here: no data to make
+                result["skipped"].update({f"{pair} {name}": why for name, why in whys.items()})
+                write_json_atomic(out, result)
+                continue
             run, path = step_pair_run(config, pair, STEP_PAIRS[pair], tmpdir, batches=a.step_batches)
             steps_per_epoch = math.ceil(run["paper_train"] / int(run["training"]["batch_size"]))
             entry = result["pairs"].setdefault(pair, {"model_config": run["model_config"], "batch_size": run["training"]["batch_size"],
@@ -555,6 +607,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--step-count", type=int, default=10, help="--steps: steps per timing (default 10)")
     ap.add_argument("--step-repeats", type=int, default=5, help="--steps: timings per variant, the median reported (default 5)")
     ap.add_argument("--warmup", type=int, default=3, help="--steps: untimed steps first (default 3; compile happens here)")
+    ap.add_argument("--one-process", action="store_true", help="--steps: measure every pair in this process (default: a process per pair when there are several)")
     ap.add_argument("--step-batches", type=int, default=16, help="--steps: training batches in the synthetic file (default 16)")
     a = ap.parse_args(argv)
     if a.epochs is not None and a.epochs < 1:
@@ -585,7 +638,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         for opt, n in (("--step-count", a.step_count), ("--step-repeats", a.step_repeats), ("--step-batches", a.step_batches)):
             if n < 1:
                 ap.error(f"{opt} must be at least 1")
-        return steps_main(a, config, names, dev)
+        return steps_main(a, config, names, dev, list(sys.argv[1:] if argv is None else argv))
     out = a.out or ROOT / DEFAULT_OUT.format(device=dev.type)
     has_on_device = data_on_device_supported()
     load0 = loadavg()

@@ -31,18 +31,23 @@
 # --deadline (default 560): seconds from the start by which everything is packed (the tool's limit is 600).
 # --rehearse: the same steps at toy size (one test file, the benchmarks' smoke runs, the quick profile's target), to
 # check the script on a CPU machine; no number it prints means anything.
+# --graphs: the trainings of the steps queue and train capture their step as one CUDA graph (the overlay
+# config/cuda_graphs.yaml; operational, the run hashes do not change). Use it once the cudatests step has passed
+# on that kind of machine: a model with dropout whose capture fails stops instead of training.
 set -uo pipefail
 deadline=560
 rehearse=0
+graphs=0
 steps="tests,ono,compile,train"
 while [[ $# -gt 0 ]]; do
     case "$1" in
         --deadline) deadline="$2"; shift 2 ;;
         --steps) steps="$2"; shift 2 ;;
         --rehearse) rehearse=1; shift ;;
+        --graphs) graphs=1; shift ;;
         --queue) steps="queue"; shift ;;
         -h|--help) awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "$0"; exit 0 ;;
-        *) echo "device_session: unknown argument '$1' (use --steps LIST, --deadline SECONDS, --rehearse)" >&2; exit 2 ;;
+        *) echo "device_session: unknown argument '$1' (use --steps LIST, --queue, --deadline SECONDS, --graphs, --rehearse)" >&2; exit 2 ;;
     esac
 done
 [[ "$deadline" =~ ^[0-9]+$ ]] || { echo "device_session: --deadline must be whole seconds, got '$deadline'" >&2; exit 2; }
@@ -52,6 +57,9 @@ for s in ${steps//,/ }; do
 done
 want() { [[ ",$steps," == *",$1,"* ]]; }
 if want train && want queue; then echo "device_session: the steps train and queue both take the time that is left; pick one" >&2; exit 2; fi
+if [[ $graphs -eq 1 ]] && ! want train && ! want queue; then
+    echo "device_session: --graphs applies to the trainings of the steps queue and train, and --steps '$steps' has neither" >&2; exit 2
+fi
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$root" || exit 2
 out="${OUT:-logs/device}"
@@ -71,19 +79,20 @@ device_install_wheels .release device_session || exit 2
 export PYTHONPATH="$root${PYTHONPATH:+:$PYTHONPATH}"
 nvidia-smi -L 2>/dev/null
 "$py" -c 'import torch; print("torch", torch.__version__, "cuda", torch.version.cuda, torch.cuda.is_available() and torch.cuda.get_device_name())'
-say "wheels installed; steps: $steps"
+say "wheels installed; steps: $steps$([[ $graphs -eq 1 ]] && echo ', trainings with CUDA graphs')"
 
 cores="$(nproc)"
 half=$(( cores > 1 ? cores / 2 : 1 ))
 lo="0-$(( half - 1 ))"; hi="$half-$(( cores - 1 ))"; [[ $cores -gt 1 ]] || hi="0"
 pin_lo=(); pin_hi=()
 if command -v taskset >/dev/null; then pin_lo=(taskset -c "$lo"); pin_hi=(taskset -c "$hi"); fi
+graph_config=(); [[ $graphs -eq 1 ]] && graph_config=(--configfile config/cuda_graphs.yaml)
 if [[ $rehearse -eq 1 ]]; then
-    target=(--configfile config/quick.yaml -- quick/results/darcy_ono.json)
+    target=(--configfile config/quick.yaml "${graph_config[@]}" -- quick/results/darcy_ono.json)
     tests=(tests/opflow/test_metrics.py)
     bench=(--smoke); smoke=(--smoke)
 else
-    target=(-- results/darcy_ono.json)
+    target=("${graph_config[@]}" -- results/darcy_ono.json)
     tests=(tests)
     bench=(--device cuda --batch 8 --repeats 10 --threads 8 --epoch --samples 1000 --skip-components); smoke=()
 fi
@@ -174,7 +183,7 @@ if want queue; then  # the queue's next pairs with what is left, all trainings s
     jobs="$("$py" -m opflow.cli queue --next "$minutes" --share-gpu)"
     "$py" -m opflow.cli queue --next "$minutes" >"$logs/queue.md" 2>&1
     say "queue: ${chosen[*]:-nothing} (${minutes} min, $jobs GPU job(s) at a time)"
-    queue_targets=(-- "${chosen[@]}")
+    queue_targets=("${graph_config[@]}" -- "${chosen[@]}")
     [[ $rehearse -eq 1 ]] && queue_targets=("${target[@]}")  # the rehearsal trains the quick profile's target instead
     if [[ ${#chosen[@]} -gt 0 ]]; then
         for t in "${chosen[@]}"; do  # a pair left unfinished by an earlier lease: its committed state

@@ -190,6 +190,18 @@ def test_train_speed_steps_time_single_steps_of_each_pair_and_record_the_kernel_
         train_speed.main(["--steps", "--device", "cpu", "--pairs", "darcy/nothing", "--out", str(out)])
 
 
+def test_train_speed_steps_measure_each_pair_in_a_process_of_its_own(tmp_path):
+    """A failed CUDA-graph capture spoils its process's GPU random numbers: with several pairs, each pair
+    runs in a process of its own (this module again, one pair) and the JSONs are merged as they end."""
+    out = tmp_path / "steps.json"
+    args = ["--steps", "--device", "cpu", "--pairs", "elasticity972/gnot,darcy/fno", "--variants", "bf16+graphs", "--out", str(out)]
+    assert train_speed.main(args) == 1  # nothing measured: graphs need CUDA
+    r = json.loads(out.read_text())
+    assert r["benchmark"] == "train_step" and r["processes"] == "one per pair"
+    assert {k: "CUDA" in v for k, v in r["skipped"].items()} == {"elasticity972/gnot bf16+graphs": True, "darcy/fno bf16+graphs": True}
+    assert train_speed._argv_without(["--steps", "--pairs", "a,b", "--out=x", "--warmup", "1"], ("--pairs", "--out")) == ["--steps", "--warmup", "1"]
+
+
 def test_precision_smoke_trains_runs_in_parallel_processes_and_decides_against_fp32(tmp_path):
     from benchmarks import precision
 

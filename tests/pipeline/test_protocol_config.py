@@ -152,3 +152,19 @@ def test_a_diagnostic_config_is_the_paper_run_changed_only_where_it_says(path: P
         stated |= set(written.get("datasets", {}).get(dataset, {}).get("training", {}))
         stated |= set(written.get("runs", {}).get(f"{dataset}/{model}", {}).get("training", {}))
         assert changed and changed <= stated, (changed, stated)
+
+
+def test_the_cuda_graphs_overlay_turns_capture_on_for_every_queued_pair_without_changing_its_run() -> None:
+    """config/cuda_graphs.yaml (scripts/device_session.sh --graphs): each lease pair's training job gets
+    training.cuda_graphs, and its run hash, so its checkpoint and published identity, stays the same."""
+    from opflow.config import job_run
+    from opflow.queue import load_queue
+
+    root = PROFILES["default"][0].parent
+    plain = load_config_files([str(p) for p in PROFILES["default"]])
+    graphs = load_config_files([*(str(p) for p in PROFILES["default"]), str(root / "cuda_graphs.yaml")])
+    check_config(graphs)
+    for e in load_queue():
+        before, after = resolve_run(plain, e.dataset, e.model, "x.nc"), resolve_run(graphs, e.dataset, e.model, "x.nc")
+        assert "cuda_graphs" not in job_run(before)["training"] and job_run(after)["training"]["cuda_graphs"] is True, e.pair
+        assert after["hash"] == before["hash"], e.pair
