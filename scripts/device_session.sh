@@ -86,9 +86,10 @@ half=$(( cores > 1 ? cores / 2 : 1 ))
 lo="0-$(( half - 1 ))"; hi="$half-$(( cores - 1 ))"; [[ $cores -gt 1 ]] || hi="0"
 pin_lo=(); pin_hi=()
 if command -v taskset >/dev/null; then pin_lo=(taskset -c "$lo"); pin_hi=(taskset -c "$hi"); fi
+# Snakemake's --configfile takes its files in one option (a second --configfile replaces the first)
 graph_config=(); [[ $graphs -eq 1 ]] && graph_config=(--configfile config/cuda_graphs.yaml)
 if [[ $rehearse -eq 1 ]]; then
-    target=(--configfile config/quick.yaml "${graph_config[@]}" -- quick/results/darcy_ono.json)
+    target=(--configfile config/quick.yaml "${graph_config[@]:1}" -- quick/results/darcy_ono.json)
     tests=(tests/opflow/test_metrics.py)
     bench=(--smoke); smoke=(--smoke)
 else
