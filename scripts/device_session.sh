@@ -9,6 +9,8 @@
 #   speed    the real Trainer on the Darcy ONO run (benchmarks/train_speed.py: fp32, bf16, bf16+compile, data on
 #            the GPU, 3 epochs each);
 #   models   every model's training and inference samples/s and peak memory (benchmarks/models.py --device cuda);
+#   capture  which parts of a step capture as a CUDA graph, one process per probe (benchmarks/graph_capture.py:
+#            forward, backward, clipping, torch's AdamW, opflow's Adam step, the Cholesky of ONO's whitening);
 #   cudatests  only the CUDA tests of the training step (tests/opflow/test_train_step.py and the device-data
 #            tests): no host-device wait in a step (PyTorch's sync detector), the captured step's weights;
 #   precision  (runs before step: the timings get the GPU alone) fp32 against tf32 and bf16 on ONO darcy43
@@ -31,9 +33,10 @@
 # --deadline (default 560): seconds from the start by which everything is packed (the tool's limit is 600).
 # --rehearse: the same steps at toy size (one test file, the benchmarks' smoke runs, the quick profile's target), to
 # check the script on a CPU machine; no number it prints means anything.
-# --graphs: the trainings of the steps queue and train capture their step as one CUDA graph (the overlay
+# --graphs: the trainings of the steps precision, queue and train capture their step as one CUDA graph (the overlay
 # config/cuda_graphs.yaml; operational, the run hashes do not change). Use it once the cudatests step has passed
-# on that kind of machine: a model with dropout whose capture fails stops instead of training.
+# on that kind of machine: a model with dropout whose capture fails stops instead of training. With the cudatests step
+# in the same command, the graphs are used only if it passed.
 set -uo pipefail
 deadline=560
 rehearse=0
@@ -51,14 +54,14 @@ while [[ $# -gt 0 ]]; do
     esac
 done
 [[ "$deadline" =~ ^[0-9]+$ ]] || { echo "device_session: --deadline must be whole seconds, got '$deadline'" >&2; exit 2; }
-known=" tests ono compile speed models cudatests precision step queue train "
+known=" tests ono compile speed models capture cudatests precision step queue train "
 for s in ${steps//,/ }; do
     [[ "$known" == *" $s "* ]] || { echo "device_session: unknown step '$s' in --steps (known:$known)" >&2; exit 2; }
 done
 want() { [[ ",$steps," == *",$1,"* ]]; }
 if want train && want queue; then echo "device_session: the steps train and queue both take the time that is left; pick one" >&2; exit 2; fi
-if [[ $graphs -eq 1 ]] && ! want train && ! want queue; then
-    echo "device_session: --graphs applies to the trainings of the steps queue and train, and --steps '$steps' has neither" >&2; exit 2
+if [[ $graphs -eq 1 ]] && ! want train && ! want queue && ! want precision; then
+    echo "device_session: --graphs applies to the trainings of the steps precision, queue and train, and --steps '$steps' has none of them" >&2; exit 2
 fi
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$root" || exit 2
@@ -138,14 +141,22 @@ if want models; then
     timeout "$(budget 400)" "$py" -m benchmarks.models "${models[@]}" --out "$out/models_cuda.json" >"$logs/models.log" 2>&1
     say "models: exit $?"
 fi
+if want capture; then
+    capargs=(); [[ $rehearse -eq 1 ]] && capargs=(--smoke)
+    timeout "$(budget 90)" "$py" -m benchmarks.graph_capture "${capargs[@]}" --out "$out/graph_capture_cuda.json" >"$logs/graph_capture.log" 2>&1
+    say "graph_capture: exit $? ($(tail -n 1 "$logs/graph_capture.log"))"
+fi
+cudatests_rc=""
 if want cudatests; then
     timeout "$(budget 120)" "$py" -m pytest -q -rs -p no:cacheprovider tests/opflow/test_train_step.py tests/opflow/test_train_device_data.py \
         -k "cuda" >"$logs/cudatests.log" 2>&1
-    say "cudatests: exit $? ($(tail -n 1 "$logs/cudatests.log"))"
+    cudatests_rc=$?
+    say "cudatests: exit $cudatests_rc ($(tail -n 1 "$logs/cudatests.log"))"
     cp "$logs/cudatests.log" "$out/cudatests.log"
 fi
 if want precision; then
     precargs=(--data data/darcy43/r43.nc --dataset darcy43 --model ono --epochs "${PRECISION_EPOCHS:-10}" --parallel 9 --threads 1)
+    [[ $graphs -eq 1 && "${cudatests_rc:-0}" == 0 ]] && precargs+=(--cuda-graphs)
     [[ $rehearse -eq 1 ]] && precargs=(--smoke)
     b="$(budget "${PRECISION_CAP:-200}")"
     timeout "$b" "$py" -m benchmarks.precision "${precargs[@]}" --budget-s "$(( b > 40 ? b - 30 : 10 ))" \
@@ -184,6 +195,9 @@ if want queue; then  # the queue's next pairs with what is left, all trainings s
     jobs="$("$py" -m opflow.cli queue --next "$minutes" --share-gpu)"
     "$py" -m opflow.cli queue --next "$minutes" >"$logs/queue.md" 2>&1
     say "queue: ${chosen[*]:-nothing} (${minutes} min, $jobs GPU job(s) at a time)"
+    if [[ $graphs -eq 1 && -n "$cudatests_rc" && "$cudatests_rc" != 0 && $rehearse -eq 0 ]]; then
+        graph_config=(); say "queue: without CUDA graphs, the cudatests step did not pass"
+    fi
     queue_targets=("${graph_config[@]}" -- "${chosen[@]}")
     [[ $rehearse -eq 1 ]] && queue_targets=("${target[@]}")  # the rehearsal trains the quick profile's target instead
     if [[ ${#chosen[@]} -gt 0 ]]; then

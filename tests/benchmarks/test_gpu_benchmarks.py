@@ -206,8 +206,9 @@ def test_precision_smoke_trains_runs_in_parallel_processes_and_decides_against_f
     from benchmarks import precision
 
     out = tmp_path / "p.json"
-    assert precision.main(["--smoke", "--seeds", "0,1", "--out", str(out)]) == 0
+    assert precision.main(["--smoke", "--seeds", "0,1", "--cuda-graphs", "--out", str(out)]) == 0
     r = json.loads(out.read_text())
+    assert r["cuda_graphs"] is True  # the runs ask for a captured step (ignored on the CPU, with a warning)
     assert set(r["runs"]["fp32"]) == {"0", "1"} and all(v["complete"] and v["epochs_done"] == 1 for v in r["runs"]["fp32"].values())
     vals = [v["test_rel_l2"] for v in r["runs"]["fp32"].values()]
     assert r["decision"]["fp32"]["mean"] == pytest.approx(sum(vals) / 2) and r["decision"]["fp32"]["range"] == pytest.approx(abs(vals[0] - vals[1]))
