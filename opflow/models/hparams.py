@@ -8,7 +8,7 @@ values, so a model's constructor takes its hyperparameters as keyword-only argum
 defaults.
 
 Adding an architecture: a model module in ``opflow/models`` and, here, its hyperparameter model
-plus one :data:`ARCHITECTURES` line (README, "Adding a model"). Beside its hyperparameters a model
+plus one :data:`ARCHITECTURES` line (docs/models.md, "Adding a model"). Beside its hyperparameters a model
 declares what it needs of the data (:mod:`opflow.models.needs`, checked by :mod:`opflow.compat`): ``needs`` (grid or point cloud,
 dimensions, input sets, outputs elsewhere than the inputs) and, for requirements that depend on
 its values (patches dividing the grid, Fourier modes the grid has), a ``misfits(data)`` method;
