@@ -261,7 +261,9 @@ class TrainStep:
             self._restore(snap, fresh)
             graph = torch.cuda.CUDAGraph()
             self.optimizer.zero_grad(set_to_none=True)
-            with torch.cuda.graph(graph):
+            # thread_local: CUDA calls of other threads (the DataLoader's pin-memory thread pins the next
+            # batch meanwhile) are not part of the capture and do not invalidate it
+            with torch.cuda.graph(graph, capture_error_mode="thread_local"):
                 static_loss = self._graph_body(static)
             torch.cuda.synchronize()
         except Exception as e:  # noqa: BLE001 - any failure of the capture: fall back, say why
