@@ -156,8 +156,8 @@ if want cudatests; then
 fi
 if want precision; then
     precargs=(--data data/darcy43/r43.nc --dataset darcy43 --model ono --epochs "${PRECISION_EPOCHS:-10}" --parallel 9 --threads 1)
-    [[ $graphs -eq 1 && "${cudatests_rc:-0}" == 0 ]] && precargs+=(--cuda-graphs)
     [[ $rehearse -eq 1 ]] && precargs=(--smoke)
+    [[ $graphs -eq 1 && "${cudatests_rc:-0}" == 0 ]] && precargs+=(--cuda-graphs)
     b="$(budget "${PRECISION_CAP:-200}")"
     timeout "$b" "$py" -m benchmarks.precision "${precargs[@]}" --budget-s "$(( b > 40 ? b - 30 : 10 ))" \
         --out "$out/precision_cuda.json" >"$logs/precision.log" 2>&1
@@ -168,7 +168,7 @@ if want step; then  # the JSON is rewritten after every variant: a time-out keep
     ono_variants="${STEP_ONO_VARIANTS:-fp32,tf32,bf16,tf32+graphs,bf16+graphs,bf16+compile,bf16+compile+graphs}"
     other_variants="${STEP_OTHER_VARIANTS:-fp32,tf32+graphs,bf16+graphs}"
     ono_pairs=darcy/ono; other_pairs=darcy/fno,darcy141/gt,elasticity972/gnot,darcy_lognormal416/vitno
-    [[ $rehearse -eq 1 ]] && { ono_variants=fp32; other_variants=fp32; ono_pairs=darcy/fno; other_pairs=elasticity972/gnot; }
+    [[ $rehearse -eq 1 ]] && { ono_variants=fp32; other_variants=fp32; ono_pairs=darcy/fno; other_pairs=elasticity972/gnot,darcy/fno; }
     timeout "$(budget "${STEP_ONO_CAP:-200}")" "$py" -m benchmarks.train_speed "${stepargs[@]}" --pairs "$ono_pairs" --variants "$ono_variants" \
         --out "$out/train_step_ono_cuda.json" >"$logs/train_step_ono.log" 2>&1
     say "train_step ono: exit $?"
