@@ -10,6 +10,9 @@ minutes for the whole protocol and where that estimate comes from. Nothing else 
 * **state**, from ``published/<dataset>_<model>/``: ``done`` when ``record.json`` is there (published
   with :mod:`opflow.publish`), ``in progress`` when ``checkpoint.pt`` is (the state a lease left,
   committed; its epochs from ``curves.json``), else ``pending``; ``blocked`` when the entry says why;
+  ``on the CPU`` when the entry says ``on_cpu`` (the one long CPU training of the development machine,
+  between leases: ``scripts/cpu_training.sh``; its epochs from ``models/<dataset>_<model>/curves.json``
+  of the working tree). Neither is given to a lease;
 * **remaining minutes** = the estimate times the share of epochs still to train.
 
 :func:`next_pairs` picks what a lease of ``minutes`` of training trains: the first pair not done (even
@@ -37,7 +40,9 @@ from opflow.data.errors import ConfigError
 ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_QUEUE = ROOT / "config" / "queue.yaml"
 DEFAULT_PUBLISHED = ROOT / "published"
-STATES = ("done", "in progress", "pending", "blocked")
+STATES = ("done", "in progress", "pending", "blocked", "on the CPU")
+#: the states a lease does not train
+CLOSED = ("done", "blocked", "on the CPU")
 
 
 @dataclass
@@ -50,6 +55,7 @@ class QueueEntry:
     source: str
     share_gpu: bool
     blocked: str | None
+    on_cpu: str | None = None
     numbers: int = 0
     state: str = "pending"
     epochs_done: int = 0
@@ -82,7 +88,7 @@ class QueueEntry:
 
 
 def load_queue(path: str | Path = DEFAULT_QUEUE) -> list[QueueEntry]:
-    """The entries of ``path`` (``queue:`` list of ``{pair, gpu_minutes, source, share_gpu?, blocked?}``),
+    """The entries of ``path`` (``queue:`` list of ``{pair, gpu_minutes, source, share_gpu?, blocked?, on_cpu?}``),
     each checked: a :class:`ConfigError` names the entry and the key."""
     path = Path(path)
     try:
@@ -92,7 +98,7 @@ def load_queue(path: str | Path = DEFAULT_QUEUE) -> list[QueueEntry]:
     if not isinstance(doc, Mapping) or not isinstance(doc.get("queue"), list):
         raise ConfigError(f"{path}: the queue file needs a top-level 'queue:' list of entries")
     out, seen = [], set()
-    allowed = {"pair", "gpu_minutes", "source", "share_gpu", "blocked"}
+    allowed = {"pair", "gpu_minutes", "source", "share_gpu", "blocked", "on_cpu"}
     for i, e in enumerate(doc["queue"]):
         where = f"{path.name}: queue[{i}]"
         if not isinstance(e, Mapping):
@@ -114,16 +120,28 @@ def load_queue(path: str | Path = DEFAULT_QUEUE) -> list[QueueEntry]:
         blocked = e.get("blocked")
         if blocked is not None and not (isinstance(blocked, str) and blocked.strip()):
             raise ConfigError(f"{where} ({pair}): blocked, when given, is the reason (text)")
+        on_cpu = e.get("on_cpu")
+        if on_cpu is not None and not (isinstance(on_cpu, str) and on_cpu.strip()):
+            raise ConfigError(f"{where} ({pair}): on_cpu, when given, says since when and where it trains (text)")
+        if blocked is not None and on_cpu is not None:
+            raise ConfigError(f"{where} ({pair}): blocked and on_cpu exclude each other; keep one")
         dataset, model = pair.split("/")
-        out.append(QueueEntry(dataset, model, float(minutes), e["source"].strip(), bool(e.get("share_gpu", False)), blocked))
+        out.append(QueueEntry(dataset, model, float(minutes), e["source"].strip(), bool(e.get("share_gpu", False)), blocked, on_cpu))
     return out
 
 
+def _epochs_in(curves: Path) -> int:
+    try:
+        return len(json.loads(curves.read_text()))
+    except (OSError, ValueError):
+        return 0
+
+
 def derive(entries: Sequence[QueueEntry], reference: Sequence[Any], published: str | Path = DEFAULT_PUBLISHED,
-           epochs: Mapping[str, int] | None = None) -> list[QueueEntry]:
+           epochs: Mapping[str, int] | None = None, models: str | Path = ROOT / "models") -> list[QueueEntry]:
     """Fill in numbers (from ``reference``, :func:`opflow.report.load_reference`'s rows), state and epochs
-    (from ``published``; ``epochs``: the protocol's epochs per pair, for the remaining share), and sort
-    by value (module docstring). Done pairs go last, in queue order."""
+    (from ``published``, and ``models`` for a pair on the CPU; ``epochs``: the protocol's epochs per pair,
+    for the remaining share), and sort by value (module docstring). Closed pairs go last, in queue order."""
     published = Path(published)
     for e in entries:
         e.numbers = sum(1 for r in reference if (r.dataset, r.model) == (e.dataset, e.model))
@@ -133,16 +151,16 @@ def derive(entries: Sequence[QueueEntry], reference: Sequence[Any], published: s
             e.state = "done"
         elif e.blocked:
             e.state = "blocked"
+        elif e.on_cpu:
+            e.state = "on the CPU"
+            e.epochs_done = _epochs_in(Path(models) / e.folder / "curves.json")
         elif (folder / "checkpoint.pt").exists():
             e.state = "in progress"
-            try:
-                e.epochs_done = len(json.loads((folder / "curves.json").read_text()))
-            except (OSError, ValueError):
-                e.epochs_done = 0
+            e.epochs_done = _epochs_in(folder / "curves.json")
         else:
             e.state = "pending"
     order = {id(e): i for i, e in enumerate(entries)}
-    return sorted(entries, key=lambda e: (e.state in ("done", "blocked"), -e.value, e.remaining_minutes, order[id(e)]))
+    return sorted(entries, key=lambda e: (e.state in CLOSED, -e.value, e.remaining_minutes, order[id(e)]))
 
 
 def next_pairs(entries: Sequence[QueueEntry], minutes: float) -> list[QueueEntry]:
@@ -178,7 +196,8 @@ def table(entries: Sequence[QueueEntry]) -> str:
     lines = ["| # | pair | state | published numbers | GPU minutes (whole / left) | numbers per GPU hour | source |",
              "| ---: | --- | --- | ---: | ---: | ---: | --- |"]
     for i, e in enumerate(entries, 1):
-        state = e.state + (f" ({e.epochs_done} of {e.epochs} epochs)" if e.state == "in progress" else "") + (f": {e.blocked}" if e.blocked else "")
+        state = e.state + (f" ({e.epochs_done} of {e.epochs} epochs)" if e.state in ("in progress", "on the CPU") else "")
+        state += f": {e.blocked}" if e.blocked else f": {e.on_cpu}" if e.state == "on the CPU" else ""
         lines.append(f"| {i} | {e.pair} | {state} | {e.numbers} | {e.gpu_minutes:.0f} / {e.remaining_minutes:.0f} | "
                      f"{60 * e.value:.2f} | {e.source} |")
     return "\n".join(lines)
@@ -192,6 +211,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--next", type=float, default=None, metavar="MINUTES", help="only the pairs a lease with MINUTES of training takes")
     p.add_argument("--targets", action="store_true", help="print the Snakemake targets (with --next), one line")
     p.add_argument("--share-gpu", action="store_true", help="with --next: print 2 when every chosen pair may share the GPU, else 1")
+    p.add_argument("--cpu-targets", action="store_true", help="print the Snakemake targets of the unfinished pairs marked on_cpu (scripts/cpu_training.sh), one line")
 
 
 def run(a: argparse.Namespace) -> int:
@@ -210,6 +230,9 @@ def _run(a: argparse.Namespace) -> int:
 
     entries = load_queue(a.queue)
     entries = derive(entries, load_reference(a.reference or DEFAULT_REFERENCE), a.published, protocol_epochs(a.config, entries))
+    if a.cpu_targets:
+        print(" ".join(e.target for e in entries if e.state == "on the CPU"))
+        return 0
     if a.next is not None:
         if not (math.isfinite(a.next) and a.next > 0):
             raise ConfigError(f"--next: {a.next!r} must be a number of minutes > 0")

@@ -51,6 +51,8 @@ def test_the_committed_queue_loads_and_names_only_pairs_of_the_paper_profile():
     ("queue: [{pair: a/m, gpu_minutes: 1}]", "source must say where"),
     ("queue: [{pair: a/m, gpu_minutes: 1, source: x, when: now}]", r"unknown key\(s\) \['when'\]"),
     ("queue: [{pair: a/m, gpu_minutes: 1, source: x}, {pair: a/m, gpu_minutes: 2, source: y}]", "queued twice"),
+    ("queue: [{pair: a/m, gpu_minutes: 1, source: x, on_cpu: ''}]", "on_cpu, when given, says since when"),
+    ("queue: [{pair: a/m, gpu_minutes: 1, source: x, on_cpu: since, blocked: why}]", "blocked and on_cpu exclude each other"),
 ])
 def test_a_bad_queue_entry_is_named(tmp_path, text, msg):
     with pytest.raises(ConfigError, match=msg):
@@ -89,3 +91,18 @@ def test_the_command_prints_the_table_and_the_next_targets(tmp_path, capsys):
     assert capsys.readouterr().out.strip() == "1"
     assert main(["queue", "--next", "0"]) == 2
     assert "--next" in capsys.readouterr().err
+
+
+def test_a_pair_trained_on_the_cpu_is_kept_out_of_the_leases_with_its_epochs_from_the_working_tree(tmp_path, capsys):
+    text = QUEUE + "  - {pair: f/m, gpu_minutes: 1, source: measured, on_cpu: since today}\n"
+    models = tmp_path / "models"
+    (models / "f_m").mkdir(parents=True)
+    (models / "f_m" / "curves.json").write_text(json.dumps([{"epoch": i} for i in range(1, 11)]))
+    entries = derive(load_queue(write(tmp_path, text)), [Ref("f", "m")] * 3, tmp_path / "published", {"f/m": 40}, models)
+    f = next(e for e in entries if e.pair == "f/m")
+    assert f.state == "on the CPU" and f.epochs_done == 10 and f.remaining_minutes == pytest.approx(0.75)
+    assert f not in next_pairs(entries, 1000)  # the most valuable pair, but not a lease's
+    assert main(["queue", "--cpu-targets", "--queue", str(write(tmp_path, text))]) == 2  # its pairs are not the paper profile's: named before anything runs
+    assert "is not a dataset/model pair of the paper profile" in capsys.readouterr().err
+    assert main(["queue", "--cpu-targets"]) == 0  # the committed queue's CPU training
+    assert all(t.startswith("results/") and t.endswith(".json") for t in capsys.readouterr().out.split())

@@ -1,0 +1,71 @@
+#!/usr/bin/env bash
+# The one long training of the CPU machine: in the background between GPU leases, resumed across sessions.
+#
+# The pair is the queue's entry marked `on_cpu` (config/queue.yaml; `opflow queue --cpu-targets` prints its target).
+# Snakemake trains it on every core; the trainer keeps a checkpoint after each epoch, so `start` in a later session
+# (after the machine stopped everything) goes on from the last finished epoch.
+#
+# Usage (repository root, with the project's .venv):
+#   scripts/cpu_training.sh start    start it, or resume it from its checkpoint; refuses while it runs. A Snakemake lock
+#                                    left by a killed run is removed when no Snakemake process runs on this machine
+#   scripts/cpu_training.sh status   running, paused or not running, and the last line of each target's train.log
+#   scripts/cpu_training.sh pause    stop it where it is (SIGSTOP) before a timing that must have the cores alone
+#   scripts/cpu_training.sh resume   let it go on (SIGCONT)
+#   scripts/cpu_training.sh stop     end it (SIGINT; the last finished epoch's checkpoint stays); `start` resumes it
+# CPU_TRAINING_STATE (default logs/) is the folder of its process-group file and log; CORES (default all) its cores.
+set -uo pipefail
+
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$root" || exit 2
+state="${CPU_TRAINING_STATE:-logs}"
+pidfile="$state/cpu_training.pgid"
+py="$root/.venv/bin/python"; [[ -x "$py" ]] || py=python3
+usage() { echo "usage: scripts/cpu_training.sh start|status|pause|resume|stop" >&2; exit 2; }
+[[ $# -eq 1 ]] || usage
+
+pgid() { [[ -s "$pidfile" ]] && tr -d ' \n' <"$pidfile"; }
+alive() { local g; g="$(pgid)" && [[ -n "$g" ]] && kill -0 -- "-$g" 2>/dev/null; }
+paused() { local g; g="$(pgid)" && ps -eo pgid=,stat= | awk -v g="$g" '$1 == g && $2 ~ /^T/ { found = 1 } END { exit !found }'; }
+signal() {  # SIGNAL VERB MESSAGE: signal the whole process group (Snakemake and its training job)
+    alive || { echo "cpu_training: not running (nothing to $2)" >&2; exit 1; }
+    kill "-$1" -- "-$(pgid)" && echo "cpu_training: $3 (process group $(pgid))"
+}
+targets() { "$py" -m opflow.cli queue --cpu-targets; }
+
+case "$1" in
+    start)
+        if alive; then echo "cpu_training: already running (process group $(pgid)); 'status' says where it stands" >&2; exit 1; fi
+        t="$(targets)" || exit 2
+        [[ -n "$t" ]] || { echo "cpu_training: no unfinished pair is marked on_cpu in config/queue.yaml" >&2; exit 2; }
+        mkdir -p "$state"
+        if compgen -G ".snakemake/locks/*" >/dev/null; then
+            if pgrep -f "snakemake" >/dev/null; then
+                echo "cpu_training: the working directory is locked and a Snakemake process runs on this machine: wait for it," \
+                     "or run 'snakemake --unlock' if it works elsewhere" >&2
+                exit 1
+            fi
+            "$py" -m snakemake --unlock >/dev/null 2>&1 && echo "cpu_training: removed the lock of an earlier, killed Snakemake run"
+        fi
+        # a session of its own (setsid), so that pause / resume / stop reach Snakemake and its jobs together
+        # shellcheck disable=SC2086  # the targets are words
+        setsid nohup "$py" -m snakemake --cores "${CORES:-$(nproc)}" --rerun-incomplete $t >"$state/cpu_training.log" 2>&1 </dev/null &
+        pid=$!
+        sleep 1
+        ps -o pgid= -p "$pid" | tr -d ' ' >"$pidfile"
+        alive || { echo "cpu_training: Snakemake stopped at once; see $state/cpu_training.log" >&2; tail -n 5 "$state/cpu_training.log" >&2; exit 1; }
+        echo "cpu_training: training $t in the background (process group $(pgid), log $state/cpu_training.log)"
+        ;;
+    status)
+        if alive && paused; then echo "cpu_training: paused (process group $(pgid))"
+        elif alive; then echo "cpu_training: running (process group $(pgid))"
+        else echo "cpu_training: not running"; fi
+        for t in $(targets); do
+            log="models/$(basename "$t" .json)/train.log"
+            [[ -f "$log" ]] && echo "  $(tail -n 1 "$log")" || echo "  $t: no training log yet"
+        done
+        ;;
+    pause) signal STOP pause "paused" ;;
+    resume) signal CONT resume "resumed" ;;
+    stop) alive && kill -CONT -- "-$(pgid)"; signal INT stop "stopped; 'start' resumes it from its last checkpoint" ;;
+    *) usage ;;
+esac
