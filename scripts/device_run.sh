@@ -69,10 +69,10 @@ source "$root/scripts/device_env.sh"
 device_install_wheels "$wheels" device_run || exit 2
 compgen -G "$wheels/*.whl" >/dev/null && say "installed $(ls "$wheels"/*.whl | wc -l) carried wheels"
 export PYTHONPATH="$root${PYTHONPATH:+:$PYTHONPATH}"
-"$py" -c 'import torch, netCDF4, pydantic, snakemake' \
+"$py" -c 'import torch, netCDF4, pydantic, snakemake
+print("device_run: torch", torch.__version__, "cuda" if torch.cuda.is_available() else "NO CUDA",
+      torch.cuda.get_device_name() if torch.cuda.is_available() else "")' \
     || { echo "device_run: torch, netCDF4, pydantic or snakemake missing: carry .whl (scripts/device_wheels.sh)" >&2; exit 2; }
-"$py" -c 'import torch; print("device_run: torch", torch.__version__, "cuda" if torch.cuda.is_available() else "NO CUDA",
-          torch.cuda.get_device_name() if torch.cuda.is_available() else "")'
 
 cores="$(nproc)"
 smk=("$py" -m snakemake -s "$root/Snakefile" --cores "$cores" --resources gpu="$gpu_jobs" --scheduler greedy --keep-going --printshellcmds)
