@@ -147,6 +147,7 @@ if want capture; then
     say "graph_capture: exit $? ($(tail -n 1 "$logs/graph_capture.log"))"
 fi
 cudatests_rc=""
+graphs_refused() { [[ $graphs -eq 1 && -n "$cudatests_rc" && "$cudatests_rc" != 0 ]]; }  # --graphs, cudatests failed
 if want cudatests; then
     timeout "$(budget 120)" "$py" -m pytest -q -rs -p no:cacheprovider tests/opflow/test_train_step.py tests/opflow/test_train_device_data.py \
         -k "cuda" >"$logs/cudatests.log" 2>&1
@@ -157,7 +158,7 @@ fi
 if want precision; then
     precargs=(--data data/darcy43/r43.nc --dataset darcy43 --model ono --epochs "${PRECISION_EPOCHS:-10}" --parallel 9 --threads 1)
     [[ $rehearse -eq 1 ]] && precargs=(--smoke)
-    [[ $graphs -eq 1 && "${cudatests_rc:-0}" == 0 ]] && precargs+=(--cuda-graphs)
+    [[ $graphs -eq 1 ]] && ! graphs_refused && precargs+=(--cuda-graphs)
     b="$(budget "${PRECISION_CAP:-200}")"
     timeout "$b" "$py" -m benchmarks.precision "${precargs[@]}" --budget-s "$(( b > 40 ? b - 30 : 10 ))" \
         --out "$out/precision_cuda.json" >"$logs/precision.log" 2>&1
@@ -183,6 +184,7 @@ if want train; then  # the paper run with what is left (device_run.sh packs its 
     wait "$data_pid"
     say "$(tail -n 1 "$logs/data.log")"
     minutes="$(awk -v s="$(left)" 'BEGIN { m = (s - 75) / 60; printf "%.1f", (m < 0.5 ? 0.5 : m) }')"
+    if graphs_refused; then target=(-- results/darcy_ono.json); say "darcy ONO: without CUDA graphs, the cudatests step did not pass"; fi
     say "darcy ONO: $minutes minutes of training"
     scripts/device_run.sh --minutes "$minutes" "${target[@]}"
     say "device_run exit $?"
@@ -195,9 +197,7 @@ if want queue; then  # the queue's next pairs with what is left, all trainings s
     jobs="$("$py" -m opflow.cli queue --next "$minutes" --share-gpu)"
     "$py" -m opflow.cli queue --next "$minutes" >"$logs/queue.md" 2>&1
     say "queue: ${chosen[*]:-nothing} (${minutes} min, $jobs GPU job(s) at a time)"
-    if [[ $graphs -eq 1 && -n "$cudatests_rc" && "$cudatests_rc" != 0 && $rehearse -eq 0 ]]; then
-        graph_config=(); say "queue: without CUDA graphs, the cudatests step did not pass"
-    fi
+    if graphs_refused; then graph_config=(); say "queue: without CUDA graphs, the cudatests step did not pass"; fi
     queue_targets=("${graph_config[@]}" -- "${chosen[@]}")
     [[ $rehearse -eq 1 ]] && queue_targets=("${target[@]}")  # the rehearsal trains the quick profile's target instead
     if [[ ${#chosen[@]} -gt 0 ]]; then
