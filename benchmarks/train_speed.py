@@ -365,6 +365,24 @@ def step_pair_run(config: Mapping[str, Any], pair: str, shape: Mapping[str, int]
     return run, path
 
 
+def count_aten_ops(fn: Any, *args: Any) -> int:
+    """ATen operations dispatched while ``fn(*args)`` runs (views and in-place ones included): the host's share
+    of an eager training step, each costing the dispatcher (and on a GPU, for most, a kernel launch) a few
+    microseconds whatever the tensor sizes. Not for compiled code (a dispatch mode changes what it traces)."""
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    class _Count(TorchDispatchMode):
+        n = 0
+
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):  # noqa: ANN001, ANN204
+            _Count.n += 1
+            return func(*args, **(kwargs or {}))
+
+    with _Count():
+        fn(*args)
+    return _Count.n
+
+
 def kernel_seconds(prof: Any) -> float:
     """Seconds of GPU kernels (and device copies) recorded by a ``torch.profiler`` run: the sum of
     the device-side events' own times."""
@@ -438,6 +456,8 @@ def measure_steps(
                     trainer.step(to_device(next(it), dev))
                 sync()
             kernel = kernel_seconds(prof) / steps
+        # the host's work in an eager step: ATen operations dispatched (a captured step replays its graph: none)
+        ops = None if trainer.use_compile else count_aten_ops(trainer.step, to_device(next(it), dev))
     wall = statistics.median(walls)
     out = {
         **dict(variant),
@@ -447,6 +467,7 @@ def measure_steps(
         "step_wall_s": wall,
         "step_wall_all_s": walls,
         "step_kernel_s": kernel,
+        "aten_ops_per_step": ops,
         "wall_over_kernel": (wall / kernel) if kernel else None,
         "gpu_idle_fraction": (1 - kernel / wall) if kernel else None,
         "gpu_bound": (wall <= GPU_BOUND_RATIO * kernel) if kernel else None,
@@ -561,7 +582,8 @@ def steps_main(a: argparse.Namespace, config: Mapping[str, Any], names: Sequence
                 entry["variants"][name] = r
                 k = r["step_kernel_s"]
                 print(f"{pair:26s} {name:24s} step {1e3 * r['step_wall_s']:8.2f} ms  kernels {('%8.2f ms' % (1e3 * k)) if k else '       -'}  "
-                      f"wall/kernel {('%.2f' % r['wall_over_kernel']) if k else '-'}  graph {r['effective']['cuda_graph']}", flush=True)
+                      f"wall/kernel {('%.2f' % r['wall_over_kernel']) if k else '-'}  graph {r['effective']['cuda_graph']}  "
+                      f"ATen ops {r['aten_ops_per_step'] if r['aten_ops_per_step'] is not None else '-'}", flush=True)
                 result["machine"] = machine(load0, torch_threads=a.threads or 4)
                 write_json_atomic(out, result)
     result["machine"] = machine(load0, torch_threads=a.threads or 4)

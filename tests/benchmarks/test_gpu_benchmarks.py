@@ -185,6 +185,7 @@ def test_train_speed_steps_time_single_steps_of_each_pair_and_record_the_kernel_
     fp32 = pair["variants"]["fp32"]
     assert len(fp32["step_wall_all_s"]) == 2 and fp32["step_wall_s"] > 0 and fp32["step_kernel_s"] is None and fp32["gpu_bound"] is None
     assert fp32["paper_epoch_train_s_estimate"] == pytest.approx(250 * fp32["step_wall_s"])
+    assert fp32["aten_ops_per_step"] > 1000  # 4 GNOT blocks forward and backward, and AdamW over its parameters
     assert "CUDA" in r["skipped"]["elasticity972/gnot bf16+graphs"]
     with pytest.raises(SystemExit, match="--pairs"):
         train_speed.main(["--steps", "--device", "cpu", "--pairs", "darcy/nothing", "--out", str(out)])
