@@ -5,10 +5,15 @@
 #   index or dependencies (the folder holds them all), and puts that folder on PYTHONPATH; with no wheels there it
 #   does nothing. Returns 2 with a line naming PROG when pip fails. PYTHON (default python3) is the interpreter.
 device_install_wheels() {
-    local wheels="$1" prog="$2" site="${TMPDIR:-/tmp}/opflow-site"
+    local wheels="$1" prog="$2" site="${TMPDIR:-/tmp}/opflow-site" want
     compgen -G "$wheels/*.whl" >/dev/null || return 0
-    "${PYTHON:-python3}" -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target "$site" "$wheels"/*.whl \
-        || { echo "$prog: installing the carried wheels failed" >&2; return 2; }
+    # the same wheels already installed there (device_session.sh, then device_run.sh in the same command): no second pip run
+    want="$(cd "$wheels" && for w in *.whl; do printf '%s %s\n' "$w" "$(wc -c <"$w")"; done)"
+    if [[ ! -f "$site/.opflow-wheels-$(basename "$wheels")" || "$(cat "$site/.opflow-wheels-$(basename "$wheels")")" != "$want" ]]; then
+        "${PYTHON:-python3}" -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target "$site" "$wheels"/*.whl \
+            || { echo "$prog: installing the carried wheels failed" >&2; return 2; }
+        printf '%s\n' "$want" >"$site/.opflow-wheels-$(basename "$wheels")"
+    fi
     export PYTHONPATH="$site${PYTHONPATH:+:$PYTHONPATH}"
 }
 
