@@ -347,7 +347,7 @@ def test_navier_stokes_defaults_are_the_fno_protocol() -> None:
 )
 def test_generator_params_reject_bad_values(gen: type, values: dict, message: str) -> None:
     with pytest.raises(ConfigError, match=message):
-        params_from_dict(gen.Params, values, f"sources.x.params")
+        params_from_dict(gen.Params, values, "sources.x.params")
 
 
 def test_navier_stokes_generator_is_deterministic_and_independent_of_block_size() -> None:
