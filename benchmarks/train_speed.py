@@ -495,7 +495,7 @@ def _argv_without(argv: Sequence[str], options: Sequence[str]) -> list[str]:
     return out
 
 
-def steps_in_processes(a: argparse.Namespace, argv: Sequence[str], pairs: Sequence[str], out: Path) -> int:
+def steps_in_processes(argv: Sequence[str], pairs: Sequence[str], out: Path) -> int:
     """``--steps`` with several pairs: each pair measured by a process of its own (this module with the
     same arguments and that one pair), its JSON merged into ``out`` as soon as it ends. A failed CUDA
     graph capture leaves PyTorch's GPU random numbers unusable in its process (docs/gpu.md), so a pair
@@ -537,7 +537,7 @@ def steps_main(a: argparse.Namespace, config: Mapping[str, Any], names: Sequence
         raise SystemExit(f"--pairs: {unknown} not among {sorted(STEP_PAIRS)} (the shapes of their synthetic data are known)")
     out = a.out or ROOT / DEFAULT_STEP_OUT.format(device=dev.type)
     if len(pairs) > 1 and argv and not a.one_process:
-        return steps_in_processes(a, argv, pairs, out)
+        return steps_in_processes(argv, pairs, out)
     set_threads(a.threads or 4)
     load0 = loadavg()
     result: dict[str, Any] = {
