@@ -33,6 +33,14 @@ try:  # the cluster's limits (profiles/slurm/site.yaml; OPFLOW_SLURM_SITE names 
 except ConfigError as e:
     sys.exit(f"opflow: site config error: {e}")
 
+from opflow.data.errors import DatasetError  # noqa: E402
+from opflow.data.format import default_complevel  # noqa: E402
+
+try:  # the data files' zlib level (OPFLOW_DATA_COMPLEVEL): a bad value stops here, not in the first job
+    default_complevel()
+except DatasetError as e:
+    sys.exit(f"opflow: {e}")
+
 PY = shlex.quote(sys.executable)
 _VENV_MPIEXEC = Path(sys.executable).parent / "mpiexec"
 MPIEXEC = shlex.quote(str(_VENV_MPIEXEC)) if _VENV_MPIEXEC.exists() else "mpiexec"

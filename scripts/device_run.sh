@@ -7,7 +7,8 @@
 #   1. installs the carried wheels (.whl/, made by scripts/device_wheels.sh) into a temporary folder;
 #   2. makes the targets' datasets with the project's numpy/torch solvers (Snakemake, every core; `--omit-from
 #      train`): the Darcy source took 2 min 6 s on 2 cores (about 1 min on 16, estimated), and most derived
-#      files are over the 64 MiB carried per command (darcy43/r421.nc 515 MB), see docs/gpu.md;
+#      files are over the 64 MiB carried per command (darcy43/r421.nc 515 MB), see docs/gpu.md; uncompressed
+#      (OPFLOW_DATA_COMPLEVEL=0 unless set: same values, about 30 s less for the Darcy source);
 #   3. unpacks the state of earlier commands (.device-state/state.tgz.part-*: checkpoints, finished models,
 #      curves, logs, results), with the current time as modification time, so that Snakemake sees the restored
 #      models as newer than the regenerated data and does not retrain them;
@@ -78,6 +79,9 @@ cores="$(nproc)"
 smk=("$py" -m snakemake -s "$root/Snakefile" --cores "$cores" --resources gpu="$gpu_jobs" --scheduler greedy --keep-going --printshellcmds)
 
 # 2. data (no training): the state's models must be restored after it, see 3.
+# Written uncompressed (the same values; the data fingerprint is unchanged): the files live minutes on this machine,
+# and zlib was most of the Darcy source's merge (writing it: 14 s at level 4, 1.5 s at 0; reading it: 8 s, 3 s)
+export OPFLOW_DATA_COMPLEVEL="${OPFLOW_DATA_COMPLEVEL:-0}"
 say "making the datasets of: $*"
 mkdir -p logs/device
 # `--omit-from=train`, not `--omit-from train`: the option takes one or more values, so in the second form the

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from collections.abc import Mapping, Sequence
@@ -49,8 +50,9 @@ TINY: dict[str, Any] = {
 TINY_TARGETS = ("out/results/darcy43_ono.json", "out/data/darcy/r43.nc", "out/results/lorenz_tiny_tno.json")
 
 
-def snakemake(workdir: Path, config: Mapping[str, Any] | None, *targets: str, profile: str = "quick", extra: Sequence[str] = (), timeout: int = 900) -> subprocess.CompletedProcess:
-    """Run the workflow in ``workdir`` with ``profile``'s config files plus ``config`` (deep-merged last)."""
+def snakemake(workdir: Path, config: Mapping[str, Any] | None, *targets: str, profile: str = "quick", extra: Sequence[str] = (), timeout: int = 900, env: Mapping[str, str] | None = None) -> subprocess.CompletedProcess:
+    """Run the workflow in ``workdir`` with ``profile``'s config files plus ``config`` (deep-merged last); ``env``
+    adds to this process's environment."""
     files = [str(p) for p in PROFILES[profile][1:]]
     if config is not None:
         cfg = workdir / "test-config.yaml"
@@ -60,4 +62,4 @@ def snakemake(workdir: Path, config: Mapping[str, Any] | None, *targets: str, pr
     if files:
         cmd += ["--configfile", *files]
     cmd += ["--", *targets]
-    return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env={**os.environ, **env} if env else None)

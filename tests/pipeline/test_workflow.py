@@ -194,6 +194,13 @@ def test_snakemake_stops_before_any_job_with_the_key_named(tmp_path: Path, chang
     assert not (tmp_path / "out").exists()
 
 
+def test_a_bad_zlib_level_in_the_environment_stops_snakemake_before_any_job(tmp_path: Path) -> None:
+    run = snakemake(tmp_path, TINY, "out/results/darcy_ono.json", extra=("-n",), env={"OPFLOW_DATA_COMPLEVEL": "fast"})
+    assert run.returncode != 0
+    assert "opflow: OPFLOW_DATA_COMPLEVEL='fast': the zlib level of the data files must be a whole number" in run.stderr, run.stderr[-2000:]
+    assert "Building DAG" not in run.stderr + run.stdout and "Traceback" not in run.stderr
+
+
 @pytest.mark.parametrize(
     ("target", "message"),
     [

@@ -84,6 +84,52 @@ def test_file_is_chunked_per_sample_and_compressed(dataset_file: Path) -> None:
         assert v.filters()["zlib"] is True
 
 
+def test_the_environment_sets_the_zlib_level_of_merged_and_derived_files_not_their_values(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """OPFLOW_DATA_COMPLEVEL=0 (the GPU leases' data, scripts/device_run.sh): shards, merge and derive write
+    uncompressed files holding the same values, and a run's data fingerprint does not tell them apart."""
+    import netCDF4
+
+    from opflow.data.shards import merge_shards
+    from opflow.data.transforms import derive
+    from opflow.records import data_fingerprint
+
+    def pipeline(folder: Path) -> Path:
+        folder.mkdir()
+        shards = []
+        for a, b in ((0, 4), (4, 10)):
+            v = grid_variables(n=b - a)
+            v["sample_index"] = Variable(("sample",), np.arange(a, b, dtype=np.int64))
+            del v["split"]
+            shards.append(write_dataset(folder / f"s{a}.nc", v, provenance_attrs("unit-test", {"s": 9}, seed=3)))
+        src = merge_shards(shards, folder / "src.nc")
+        return derive(src, folder / "d.nc", resolution=5, n_train=3, n_test=2, name="d")
+
+    packed = pipeline(tmp_path / "zlib")
+    monkeypatch.setenv("OPFLOW_DATA_COMPLEVEL", "0")
+    plain = pipeline(tmp_path / "plain")
+    for name in ("s0.nc", "src.nc", "d.nc"):
+        with netCDF4.Dataset(tmp_path / "zlib" / name) as z, netCDF4.Dataset(tmp_path / "plain" / name) as p:
+            assert z.variables["pressure"].filters()["zlib"] is True
+            assert p.variables["pressure"].filters()["zlib"] is False
+            assert p.variables["pressure"].chunking() == z.variables["pressure"].chunking()
+    a, b = read_dataset(packed), read_dataset(plain)
+    for name in ("coeff", "pressure", "sample", "split", "x"):
+        np.testing.assert_array_equal(a[name], b[name])
+    assert data_fingerprint(plain) == data_fingerprint(packed)
+    assert validate(plain) == []
+    monkeypatch.setenv("OPFLOW_DATA_COMPLEVEL", "9")
+    with netCDF4.Dataset(write_dataset(tmp_path / "nine.nc", grid_variables(), {})) as nine:
+        assert nine.variables["pressure"].filters()["complevel"] == 9
+
+
+@pytest.mark.parametrize("value", ["fast", "10", "-1", "4.5"])
+def test_a_bad_zlib_level_in_the_environment_is_refused_before_writing(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, value: str) -> None:
+    monkeypatch.setenv("OPFLOW_DATA_COMPLEVEL", value)
+    with pytest.raises(DatasetError, match=r"OPFLOW_DATA_COMPLEVEL=.*whole number from 0 \(uncompressed\) to 9; unset it"):
+        write_dataset(tmp_path / "d.nc", grid_variables(), {})
+    assert list(tmp_path.iterdir()) == []
+
+
 def test_validate_accepts_good_file_and_names_problems(tmp_path: Path, dataset_file: Path) -> None:
     assert validate(dataset_file) == []
     v = grid_variables()
