@@ -26,6 +26,9 @@ block                       from
 ``model-cost-gpu``          ``benchmarks/results/models_cuda.json``, the same
 ``train-step-gpu``          ``benchmarks/results/train_speed_steps_*.json`` through
                             ``benchmarks.train_speed.steps_table`` (a step's wall and GPU kernel time)
+``run-progress``            in ``published/<pair>/README.md`` of a run still training: where it stands, from the
+                            ``curves.json`` and ``train.log`` beside the page (``scripts/cpu_training.sh
+                            snapshot`` copies them from ``models/<pair>/``)
 ==========================  ===============================================================================
 
 ``tests/opflow/test_doc_tables.py`` checks that the committed pages equal what this writes, so a
@@ -48,7 +51,7 @@ from opflow.atomic import atomic_write_text
 
 REPO = Path(__file__).resolve().parents[1]
 #: the pages that may hold generated blocks, relative to the repository
-PAGES = ("README.md", "docs/*.md")
+PAGES = ("README.md", "docs/*.md", "published/*/README.md")
 
 _BLOCK = re.compile(r"(?P<open><!-- generated: (?P<name>[a-z0-9-]+) -->\n)(?P<body>.*?)(?P<close><!-- /generated -->)", re.S)
 
@@ -154,6 +157,48 @@ def _bench(repo: Path, module: str, fn: str, result: str) -> str:
     return getattr(mod, fn)(stored)
 
 
+_EPOCH_LINE = re.compile(r"^(?P<when>\S+) INFO \S+ epoch (?P<epoch>\d+)/(?P<total>\d+)\s", re.M)
+
+
+def run_progress(repo: Path, page: Path) -> str:
+    """Where a training that has not finished stands: epochs done, test error, epoch time and the time left.
+
+    Read from ``curves.json`` (the trainer's per-epoch rows) and ``train.log`` (its total of epochs and the
+    time of the last epoch) in the folder of ``page``, a ``published/<pair>/README.md``. The epoch time is the
+    median wall time of every epoch but the first (which holds the warm-up), as the epochs ran: those that
+    shared the cores or were paused for a timing count with their pauses.
+    """
+    import statistics
+
+    folder = page.parent
+    try:
+        curves = json.loads((folder / "curves.json").read_text())
+        log = (folder / "train.log").read_text()
+    except (OSError, ValueError) as e:
+        raise DocsError(f"{page.relative_to(repo)}: the block 'run-progress' reads curves.json and train.log beside the page ({e})") from None
+    lines = list(_EPOCH_LINE.finditer(log))
+    if not curves or not lines:
+        raise DocsError(f"{page.relative_to(repo)}: no finished epoch in curves.json and train.log beside it; nothing to show yet")
+    last, done, total, when = curves[-1], int(curves[-1]["epoch"]), int(lines[-1]["total"]), lines[-1]["when"]
+    times = [float(c["epoch_time_s"]) for c in curves[1:]] or [float(curves[0]["epoch_time_s"])]
+    median = statistics.median(times)
+    tested = [c for c in curves if c.get("test_rel_l2") is not None]
+    rows = [("epochs done", f"{done} of {total}, the last one finished {when} (`train.log`, `curves.csv`, `curves.json`, `curves.png`)")]
+    if tested:
+        best = min(tested, key=lambda c: c["test_rel_l2"])
+        rows.append(("test rel L2", f"{tested[-1]['test_rel_l2']:.4g} after epoch {tested[-1]['epoch']} (learning rate {last['lr']:.3g}); the lowest so far "
+                                    f"{best['test_rel_l2']:.4g} (epoch {best['epoch']})"))
+    span = f"epochs 2-{done}" if done > 2 else ("epoch 2" if done == 2 else "epoch 1, with the warm-up")
+    rows.append(("epoch time", f"median {median:.0f} s over {span}, the fastest {min(times):.1f} s (wall time: epochs that shared the cores "
+                               "with other work or were paused for a timing count as they ran)"))
+    left = total - done
+    rows.append(("left", f"{left} epochs: about {left * median / 3600:.1f} h at that median, {left * min(times) / 3600:.1f} h at the fastest epoch's pace"))
+    return "\n".join(["| | |", "| --- | --- |", *(f"| {k} | {v} |" for k, v in rows)])
+
+
+#: blocks whose text depends on the page that holds them: the generator gets the repository and the page
+PAGE_BLOCKS: dict[str, Callable[[Path, Path], str]] = {"run-progress": run_progress}
+
 BLOCKS: dict[str, Callable[[Path], str]] = {
     "reproductions-summary": reproductions_summary,
     "reproductions": reproductions,
@@ -181,8 +226,10 @@ def render(text: str, where: str, repo: Path = REPO, cache: dict[str, str] | Non
 
     def sub(m: re.Match) -> str:
         name = m["name"]
+        if name in PAGE_BLOCKS:
+            return m["open"] + PAGE_BLOCKS[name](repo, repo / where).rstrip("\n") + "\n" + m["close"]
         if name not in BLOCKS:
-            raise DocsError(f"{where}: unknown generated block {name!r}; known: {sorted(BLOCKS)}")
+            raise DocsError(f"{where}: unknown generated block {name!r}; known: {sorted({*BLOCKS, *PAGE_BLOCKS})}")
         if name not in cache:
             cache[name] = BLOCKS[name](repo).rstrip("\n") + "\n"
         return m["open"] + cache[name] + m["close"]

@@ -12,6 +12,11 @@
 #   scripts/cpu_training.sh pause    stop it where it is (SIGSTOP) before a timing that must have the cores alone
 #   scripts/cpu_training.sh resume   let it go on (SIGCONT)
 #   scripts/cpu_training.sh stop     end it (SIGINT; the last finished epoch's checkpoint stays); `start` resumes it
+#   scripts/cpu_training.sh snapshot where it stands, for the repository: train.log and curves.csv/json of
+#                                    models/<pair>/ into published/<pair>/ with curves.png, and `opflow docs`, which
+#                                    rewrites the '<!-- generated: run-progress -->' block of published/<pair>/README.md
+#                                    (the checkpoint stays in models/: committed, it would be over what a GPU command
+#                                    carries). Then commit published/<pair>/
 # CPU_TRAINING_STATE (default logs/) is the folder of its process-group file and log; CORES (default all) its cores.
 set -uo pipefail
 
@@ -20,7 +25,7 @@ cd "$root" || exit 2
 state="${CPU_TRAINING_STATE:-logs}"
 pidfile="$state/cpu_training.pgid"
 py="$root/.venv/bin/python"; [[ -x "$py" ]] || py=python3
-usage() { echo "usage: scripts/cpu_training.sh start|status|pause|resume|stop" >&2; exit 2; }
+usage() { echo "usage: scripts/cpu_training.sh start|status|pause|resume|stop|snapshot" >&2; exit 2; }
 [[ $# -eq 1 ]] || usage
 
 pgid() { [[ -s "$pidfile" ]] && tr -d ' \n' <"$pidfile"; }
@@ -67,5 +72,18 @@ case "$1" in
     pause) signal STOP pause "paused" ;;
     resume) signal CONT resume "resumed" ;;
     stop) alive && kill -CONT -- "-$(pgid)"; signal INT stop "stopped; 'start' resumes it from its last checkpoint" ;;
+    snapshot)
+        for t in $(targets); do
+            pair="$(basename "$t" .json)"; src="models/$pair"; dst="published/$pair"
+            [[ -f "$src/curves.json" ]] || { echo "cpu_training: $t has no finished epoch yet; nothing to snapshot"; continue; }
+            [[ -f "$dst/README.md" ]] || { echo "cpu_training: $dst/README.md is missing: write what the run is, with a" \
+                "'<!-- generated: run-progress -->' ... '<!-- /generated -->' block for where it stands" >&2; exit 2; }
+            cp "$src/train.log" "$src/curves.csv" "$src/curves.json" "$dst/"
+            "$py" -c 'import json, sys; from opflow.plots import plot_curves; plot_curves(json.load(open(sys.argv[1])), sys.argv[2], title=sys.argv[3])' \
+                "$dst/curves.json" "$dst/curves.png" "$pair (in progress)" || exit 1
+            echo "cpu_training: $dst: epoch $("$py" -c 'import json, sys; print(json.load(open(sys.argv[1]))[-1]["epoch"])' "$dst/curves.json")"
+        done
+        "$py" -m opflow.cli docs
+        ;;
     *) usage ;;
 esac

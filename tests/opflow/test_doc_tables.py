@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from opflow.doc_tables import BLOCKS, REPO, DocsError, pages, render, reproductions_summary, stale, write
+from opflow.doc_tables import BLOCKS, PAGE_BLOCKS, REPO, DocsError, pages, render, reproductions_summary, stale, write
 
 
 def test_the_committed_pages_equal_what_opflow_docs_writes() -> None:
@@ -16,9 +16,9 @@ def test_the_committed_pages_equal_what_opflow_docs_writes() -> None:
 
 
 def test_every_generator_has_a_place_and_the_readme_shows_the_results() -> None:
-    text = {p.name: p.read_text() for p in pages()}
-    used = {name for t in text.values() for name in BLOCKS if f"<!-- generated: {name} -->" in t}
-    assert used == set(BLOCKS)
+    text = {str(p.relative_to(REPO)): p.read_text() for p in pages()}
+    used = {name for t in text.values() for name in {*BLOCKS, *PAGE_BLOCKS} if f"<!-- generated: {name} -->" in t}
+    assert used == {*BLOCKS, *PAGE_BLOCKS}
     assert "<!-- generated: reproductions-summary -->" in text["README.md"]
 
 
@@ -66,3 +66,33 @@ def test_check_exits_1_on_a_stale_block(tmp_path: Path, monkeypatch: pytest.Monk
     monkeypatch.setattr(dt, "stale", lambda: stale(tmp_path))
     assert dt.run(argparse.Namespace(check=True)) == 1
     assert "docs/x.md: block 'model-cost-cpu' differs from its records; run: opflow docs" in capsys.readouterr().out
+
+
+def test_a_run_in_progress_shows_where_it_stands_from_the_files_beside_its_page(tmp_path: Path) -> None:
+    """`scripts/cpu_training.sh snapshot` copies curves.json and train.log next to published/<pair>/README.md;
+    the page's run-progress block is derived from them, so the committed page cannot say more than the run did."""
+    import json
+
+    folder = tmp_path / "published" / "pair"
+    folder.mkdir(parents=True)
+    times = [180.0, 100.0, 90.0, 120.0]
+    curves = [{"epoch": i + 1, "train_loss": 1.0 / (i + 1), "test_rel_l2": [0.6, 0.4, 0.3, 0.35][i], "lr": 1e-4 * (i + 1), "epoch_time_s": t}
+              for i, t in enumerate(times)]
+    (folder / "curves.json").write_text(json.dumps(curves))
+    (folder / "train.log").write_text(
+        "--- started from scratch (2026-11-26T18:42:27+00:00) ---\n"
+        + "".join(f"2026-11-26T19:0{i}:00+00:00 INFO pair epoch {i + 1}/500  train rel_l2 1  test rel L2 1  lr 1  1s\n" for i in range(4))
+    )
+    page = folder / "README.md"
+    page.write_text("about the run\n<!-- generated: run-progress -->\n<!-- /generated -->\nhow to resume\n")
+    assert write(tmp_path) == [page]
+    text = page.read_text()
+    assert "| epochs done | 4 of 500, the last one finished 2026-11-26T19:03:00+00:00 " in text
+    assert "| test rel L2 | 0.35 after epoch 4 (learning rate 0.0004); the lowest so far 0.3 (epoch 3) |" in text
+    assert "| epoch time | median 100 s over epochs 2-4, the fastest 90.0 s " in text  # the first epoch (warm-up) left out
+    assert "| left | 496 epochs: about 13.8 h at that median, 12.4 h at the fastest epoch's pace |" in text
+    assert text.startswith("about the run\n") and text.endswith("<!-- /generated -->\nhow to resume\n")
+    assert stale(tmp_path) == []
+    (folder / "curves.json").unlink()
+    with pytest.raises(DocsError, match=r"published/pair/README.md: the block 'run-progress' reads curves.json and train.log beside the page"):
+        stale(tmp_path)

@@ -1,0 +1,136 @@
+"""Before / after on the CPU: ``benchmarks.models`` run from an earlier commit and from this tree, interleaved.
+
+    python -m benchmarks.models_ab --before COMMIT [--rounds 4] [--models gnot,gt,fno,tno]
+                                   [--sizes "darcy2d=43;lorenz63=201"] [--threads 1] [--phase-s 4] [--out ...]
+    python -m benchmarks.models_ab --from-runs DIR --before COMMIT   # summarise runs already made
+
+A change that should not slow the CPU (issue 36: "nothing slower on the CPU") is checked by timing the same
+models before and after it on the same machine. One run of each is not enough on a shared machine: its speed
+drifts by 10 % within minutes (measured here: GNOT's step went 1.04 -> 1.23 s over 10 minutes with no code
+change). So the two versions alternate, ``before, after, before, after, ...``, ``--rounds`` times, each run
+being the whole ``benchmarks.models`` (a fresh process per model and size, its medians of timed steps), and
+the result is the median over the rounds of each version and their ratio, with every round's value kept.
+
+The earlier commit is checked out into a temporary git worktree (outside the repository, removed at the end)
+and run with the same Python; ``PYTHONPATH`` points each run at its own tree. A training running in the
+background must be paused first (``scripts/cpu_training.sh pause``; the numbers are wrong otherwise).
+Writes ``benchmarks/results/models_ab_cpu.json`` by default.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+DEFAULT_OUT = ROOT / "benchmarks" / "results" / "models_ab_cpu.json"
+
+
+def _git(*args: str, cwd: Path = ROOT) -> str:
+    return subprocess.run(["git", *args], cwd=cwd, check=True, capture_output=True, text=True).stdout.strip()
+
+
+def run_rounds(before: str, rounds: int, bench_args: Sequence[str], runs: Path) -> list[str]:
+    """Alternate ``benchmarks.models`` from ``before`` (a temporary worktree) and from this tree; the commands run."""
+    commands = []
+    with tempfile.TemporaryDirectory(prefix="opflow-before-") as tmp:
+        tree = Path(tmp) / "tree"
+        _git("worktree", "add", "--detach", "-q", str(tree), before)
+        try:
+            for k in range(1, rounds + 1):
+                for version, root in (("before", tree), ("after", ROOT)):
+                    out = runs / f"models_{version}_{k}.json"
+                    cmd = [sys.executable, "-m", "benchmarks.models", *bench_args, "--out", str(out)]
+                    print(f"[models_ab] round {k} {version} {time.strftime('%H:%M:%S')} load {os.getloadavg()[0]:.2f}", flush=True)
+                    subprocess.run(cmd, cwd=root, env={**os.environ, "PYTHONPATH": str(root)}, check=True, stdout=subprocess.DEVNULL)
+                    commands.append(f"{version}: (cd {'<worktree of ' + before + '>' if version == 'before' else '.'}) {' '.join(cmd[1:])}")
+        finally:
+            _git("worktree", "remove", "--force", str(tree))
+    return commands
+
+
+def summarise(runs: Path) -> dict[str, Any]:
+    """Per model, size and batch: every round's median step (training, inference) of each version, their medians
+    and the ratio after / before. Sizes whose batch differs between versions (a probe chose it) are kept apart."""
+    rows: dict[tuple[str, int, int], dict[str, list[tuple[float, float]]]] = {}
+    for path in sorted(runs.glob("models_*_*.json")):
+        version = path.stem.split("_")[1]
+        for name, m in json.loads(path.read_text())["models"].items():
+            for s in m["sizes"]:
+                if "train" in s and "inference" in s:
+                    key = (name, int(s["size"]), int(s["batch"]))
+                    rows.setdefault(key, {}).setdefault(version, []).append((s["train"]["step_s"]["median"], s["inference"]["step_s"]["median"]))
+    out = []
+    for (name, size, batch), v in sorted(rows.items()):
+        row: dict[str, Any] = {"model": name, "size": size, "batch": batch}
+        for version in ("before", "after"):
+            vals = v.get(version, [])
+            row[version] = {"train_step_s": [t for t, _ in vals], "inference_step_s": [i for _, i in vals]}
+        b, a = row["before"], row["after"]
+        if b["train_step_s"] and a["train_step_s"]:
+            row["train_ratio"] = statistics.median(a["train_step_s"]) / statistics.median(b["train_step_s"])
+            row["inference_ratio"] = statistics.median(a["inference_step_s"]) / statistics.median(b["inference_step_s"])
+            row["rounds"] = min(len(b["train_step_s"]), len(a["train_step_s"]))
+        out.append(row)
+    return {"rows": out}
+
+
+def markdown(result: dict[str, Any]) -> str:
+    lines = ["| model | size | batch | rounds | training step before -> after (median) | ratio | inference ratio |", "| --- | ---: | ---: | ---: | --- | ---: | ---: |"]
+    for r in result["rows"]:
+        if "train_ratio" not in r:
+            continue
+        tb, ta = statistics.median(r["before"]["train_step_s"]), statistics.median(r["after"]["train_step_s"])
+        lines.append(f"| {r['model']} | {r['size']} | {r['batch']} | {r['rounds']} | {tb:.3f} -> {ta:.3f} s | {r['train_ratio']:.3f} | {r['inference_ratio']:.3f} |")
+    return "\n".join(lines)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--before", required=True, help="the commit before the change")
+    p.add_argument("--rounds", type=int, default=4)
+    p.add_argument("--models", default="gnot,gt,fno,tno")
+    p.add_argument("--sizes", default="darcy2d=43;darcy_continuum2d=52;lorenz63=201")
+    p.add_argument("--threads", type=int, default=1)
+    p.add_argument("--phase-s", type=float, default=4.0)
+    p.add_argument("--from-runs", type=Path, help="summarise the models_{before,after}_K.json in this folder instead of running")
+    p.add_argument("--out", type=Path, default=DEFAULT_OUT)
+    a = p.parse_args(argv)
+    bench_args = ["--models", a.models, "--sizes", a.sizes, "--threads", str(a.threads), "--phase-s", str(a.phase_s)]
+    after = _git("rev-parse", "--short", "HEAD") + ("+dirty" if _git("status", "--porcelain", "--untracked-files=no") else "")
+    if a.from_runs is not None:
+        runs, commands = a.from_runs, None
+    else:
+        runs = Path(tempfile.mkdtemp(prefix="opflow-models-ab-"))
+        commands = run_rounds(a.before, a.rounds, bench_args, runs)
+    result = {
+        "benchmark": "models_ab",
+        "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+        "before": _git("rev-parse", "--short", a.before),
+        "after": after,
+        "machine": {"cpu": platform.processor() or platform.machine(), "cores": os.cpu_count()},
+        "method": "benchmarks.models from the two trees alternately (before, after, ...), each round a whole run; per version the median over the rounds",
+        "bench_args": bench_args,
+        "commands": commands,
+        **summarise(runs),
+    }
+    from opflow.atomic import atomic_write_text
+
+    a.out.parent.mkdir(parents=True, exist_ok=True)
+    atomic_write_text(a.out, json.dumps(result, indent=1) + "\n")
+    print(markdown(result))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,34 @@
+"""benchmarks/models_ab.py: before / after medians and ratios from interleaved runs of benchmarks.models."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from benchmarks.models_ab import markdown, summarise
+
+
+def _run(path: Path, train: float, infer: float, batch: int = 4) -> None:
+    sizes = [{"size": 43, "batch": batch, "train": {"step_s": {"median": train}}, "inference": {"step_s": {"median": infer}}},
+             {"size": 141, "skipped": "predicted too slow"}]
+    path.write_text(json.dumps({"models": {"gt": {"sizes": sizes}}}))
+
+
+def test_the_ratio_is_of_the_medians_over_rounds_and_every_round_is_kept(tmp_path: Path) -> None:
+    for k, (b, a) in enumerate([(1.0, 1.1), (1.2, 1.0), (1.1, 1.3)], start=1):
+        _run(tmp_path / f"models_before_{k}.json", b, b / 4)
+        _run(tmp_path / f"models_after_{k}.json", a, a / 2)
+    [row] = summarise(tmp_path)["rows"]
+    assert row["before"]["train_step_s"] == [1.0, 1.2, 1.1] and row["after"]["train_step_s"] == [1.1, 1.0, 1.3]
+    assert row["train_ratio"] == pytest.approx(1.1 / 1.1) and row["inference_ratio"] == pytest.approx((1.1 / 2) / (1.1 / 4))
+    assert row["rounds"] == 3
+    assert "| gt | 43 | 4 | 3 | 1.100 -> 1.100 s | 1.000 | 2.000 |" in markdown({"rows": [row]})
+
+
+def test_a_batch_that_differs_between_versions_is_not_compared(tmp_path: Path) -> None:
+    _run(tmp_path / "models_before_1.json", 1.0, 0.5, batch=7)
+    _run(tmp_path / "models_after_1.json", 1.0, 0.5, batch=8)
+    rows = summarise(tmp_path)["rows"]
+    assert [(r["batch"], "train_ratio" in r) for r in rows] == [(7, False), (8, False)]
