@@ -3,6 +3,8 @@
     python -m benchmarks.models_ab --before COMMIT [--rounds 4] [--models gnot,gt,fno,tno]
                                    [--sizes "darcy2d=43;lorenz63=201"] [--threads 1] [--phase-s 4] [--out ...]
     python -m benchmarks.models_ab --from-runs DIR --before COMMIT   # summarise runs already made
+    python -m benchmarks.models_ab --smoke --out /tmp/ab.json         # one round of benchmarks.models --smoke
+                                                                     # against HEAD (seconds; no timing claim)
 
 A change that should not slow the CPU (issue 36: "nothing slower on the CPU") is checked by timing the same
 models before and after it on the same machine. One run of each is not enough on a shared machine: its speed
@@ -34,6 +36,8 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_OUT = ROOT / "benchmarks" / "results" / "models_ab_cpu.json"
+#: what a full run needs (opflow bench skips it without): the commit before the change
+BENCH_REQUIRES = ["--before"]
 
 
 def _git(*args: str, cwd: Path = ROOT) -> str:
@@ -97,16 +101,23 @@ def markdown(result: dict[str, Any]) -> str:
 
 def main(argv: Sequence[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    p.add_argument("--before", required=True, help="the commit before the change")
+    p.add_argument("--before", help="the commit before the change (needed but with --smoke: HEAD)")
     p.add_argument("--rounds", type=int, default=4)
     p.add_argument("--models", default="gnot,gt,fno,tno")
     p.add_argument("--sizes", default="darcy2d=43;darcy_continuum2d=52;lorenz63=201")
     p.add_argument("--threads", type=int, default=1)
     p.add_argument("--phase-s", type=float, default=4.0)
     p.add_argument("--from-runs", type=Path, help="summarise the models_{before,after}_K.json in this folder instead of running")
-    p.add_argument("--out", type=Path, default=DEFAULT_OUT)
+    p.add_argument("--out", type=Path, help=f"result JSON (default {DEFAULT_OUT.relative_to(ROOT)}; --smoke: none unless given)")
+    p.add_argument("--smoke", action="store_true", help="one round of benchmarks.models --smoke on --models (default fno) against HEAD")
     a = p.parse_args(argv)
-    bench_args = ["--models", a.models, "--sizes", a.sizes, "--threads", str(a.threads), "--phase-s", str(a.phase_s)]
+    if a.before is None and not a.smoke:
+        p.error("--before COMMIT is needed: the commit before the change to compare with")
+    if a.smoke:
+        a.before, a.rounds = a.before or "HEAD", 1
+        bench_args = ["--smoke", "--models", a.models if "--models" in (argv if argv is not None else sys.argv) else "fno"]
+    else:
+        bench_args = ["--models", a.models, "--sizes", a.sizes, "--threads", str(a.threads), "--phase-s", str(a.phase_s)]
     after = _git("rev-parse", "--short", "HEAD") + ("+dirty" if _git("status", "--porcelain", "--untracked-files=no") else "")
     if a.from_runs is not None:
         runs, commands = a.from_runs, None
@@ -115,6 +126,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         commands = run_rounds(a.before, a.rounds, bench_args, runs)
     result = {
         "benchmark": "models_ab",
+        "smoke": a.smoke,
         "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
         "before": _git("rev-parse", "--short", a.before),
         "after": after,
@@ -126,8 +138,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     }
     from opflow.atomic import atomic_write_text
 
-    a.out.parent.mkdir(parents=True, exist_ok=True)
-    atomic_write_text(a.out, json.dumps(result, indent=1) + "\n")
+    out = a.out if a.out is not None else (None if a.smoke else DEFAULT_OUT)
+    if out is not None:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        atomic_write_text(out, json.dumps(result, indent=1) + "\n")
     print(markdown(result))
     return 0
 

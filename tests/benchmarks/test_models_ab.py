@@ -32,3 +32,22 @@ def test_a_batch_that_differs_between_versions_is_not_compared(tmp_path: Path) -
     _run(tmp_path / "models_after_1.json", 1.0, 0.5, batch=8)
     rows = summarise(tmp_path)["rows"]
     assert [(r["batch"], "train_ratio" in r) for r in rows] == [(7, False), (8, False)]
+
+
+def test_a_smoke_round_runs_both_trees_and_compares_them(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    from benchmarks.models_ab import ROOT
+
+    def worktrees() -> int:
+        return len(subprocess.run(["git", "worktree", "list"], cwd=ROOT, capture_output=True, text=True, check=True).stdout.splitlines())
+
+    had = worktrees()
+    out = tmp_path / "ab.json"
+    run = subprocess.run([sys.executable, "-m", "benchmarks.models_ab", "--smoke", "--out", str(out)], cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert run.returncode == 0, run.stdout + run.stderr
+    result = json.loads(out.read_text())
+    assert result["smoke"] is True and result["before"] and len(result["commands"]) == 2
+    assert {r["model"] for r in result["rows"]} == {"fno"} and all(r["rounds"] == 1 and r["train_ratio"] > 0 for r in result["rows"])
+    assert worktrees() == had  # the temporary tree of the earlier commit is removed
