@@ -119,6 +119,7 @@ import json
 import logging
 import math
 import os
+import statistics
 import sys
 import time
 from collections.abc import Mapping, Sequence
@@ -156,7 +157,7 @@ from opflow.runtime import (
 __all__ = [
     "CHECKPOINT_FORMAT", "CHECKPOINT_NAME", "LOG_NAME", "CURVES_STEM", "CHECKPOINT_CURVES_STEM", "RunMismatchError", "TrainResult", "Trainer", "train", "build_for_data",
     "BUDGET_ENV", "BUDGET_SAFETY", "DEADLINE_ENV", "EX_TEMPFAIL", "budget_seconds",
-    "write_curves", "atomic_torch_save",
+    "write_curves", "atomic_torch_save", "time_left",
     "accepts_globals", "forward", "load_model", "model_inputs", "predict", "predict_batch", "test_errors", "data_fingerprint", "file_sha256",
 ]
 
@@ -251,6 +252,17 @@ def write_curves(curves: list[dict[str, Any]], folder: Path, png: bool = False, 
         from opflow.plots import plot_curves
 
         plot_curves(curves, folder / f"{stem}.png", title=title)
+
+
+def time_left(curves: Sequence[Mapping[str, Any]], epochs: int, window: int = 20) -> str:
+    """``"  ~3.2 h left"``: the epochs still to run times the median time of the last ``window`` epochs
+    (the first epoch of the run, with its warm-up, left out); ``""`` before two epochs or after the last."""
+    left = epochs - int(curves[-1]["epoch"]) if curves else 0
+    times = [float(r["epoch_time_s"]) for r in curves if int(r["epoch"]) > 1][-window:]
+    if left <= 0 or not times:
+        return ""
+    s = left * statistics.median(times)
+    return f"  ~{s / 3600:.1f} h left" if s >= 5400 else f"  ~{max(1, round(s / 60))} min left"
 
 
 def _utc_now() -> str:
@@ -805,8 +817,9 @@ class Trainer:
         self.curves.append(row)
         if info.is_main:
             self._note(
-                logging.INFO, "%s epoch %d/%d  train %s %.5g  test rel L2 %s  lr %.3g  %.1fs",
+                logging.INFO, "%s epoch %d/%d  train %s %.5g  test rel L2 %s  lr %.3g  %.1fs%s",
                 self.name, epoch + 1, cfg.epochs, cfg.loss, train_loss, "-" if test_rel is None else f"{test_rel:.5g}", row["lr"], dt,
+                time_left(self.curves, cfg.epochs),
             )
         return row
 

@@ -190,6 +190,8 @@ def test_the_train_log_is_appended_to_on_resume_with_a_marker(data: Path, tmp_pa
     train(run, data, tmp_path, progress=False, max_epochs_this_call=2)
     first = (tmp_path / LOG_NAME).read_text()
     assert first.startswith("--- started from scratch (") and "epoch 2/3" in first and "epoch 3/3" not in first
+    # from the second epoch on, the line says how long the rest takes at this pace
+    assert re.search(r"epoch 2/3 .* ~\d+ min left$", first, re.M) and not re.search(r"epoch 1/3 .*left$", first, re.M), first
     train(run, data, tmp_path, progress=False)
     text = (tmp_path / LOG_NAME).read_text()
     assert text.startswith(first)  # appended, not overwritten
@@ -450,3 +452,14 @@ def test_an_unreadable_checkpoint_under_the_workflow_says_to_delete_it(data: Pat
         train(run_of(data, epochs=1), data, tmp_path, progress=False, restart_if_changed=True)
     with pytest.raises(RunMismatchError, match=r"cannot read the checkpoint .*; delete it or rerun with --restart$"):
         train(run_of(data, epochs=1), data, tmp_path, progress=False)  # by hand
+
+
+def test_time_left_is_the_epochs_to_run_at_the_median_epoch_without_the_warm_up() -> None:
+    from opflow.train import time_left
+
+    rows = [{"epoch": 1, "epoch_time_s": 900.0}] + [{"epoch": e, "epoch_time_s": t} for e, t in [(2, 100.0), (3, 90.0), (4, 300.0)]]
+    assert time_left(rows, 500) == f"  ~{496 * 100 / 3600:.1f} h left"  # median 100 s: the 900 s warm-up and the 300 s pause weigh nothing
+    assert time_left(rows, 10) == "  ~10 min left"  # 6 x 100 s
+    assert time_left(rows[:1], 500) == ""  # one epoch: its time is mostly the warm-up
+    assert time_left(rows, 4) == ""  # done
+    assert time_left([{"epoch": e, "epoch_time_s": 1.0 if e < 30 else 50.0} for e in range(1, 41)], 100) == "  ~50 min left"  # the last 20 epochs: median 50 s, 60 to run
