@@ -17,7 +17,8 @@
 #                                    rewrites the '<!-- generated: run-progress -->' block of published/<pair>/README.md
 #                                    (the checkpoint stays in models/: committed, it would be over what a GPU command
 #                                    carries). Then commit published/<pair>/
-# CPU_TRAINING_STATE (default logs/) is the folder of its process-group file and log; CORES (default all) its cores.
+# CPU_TRAINING_STATE (default logs/) is the folder of its process-group file and log; CORES (default all) its cores;
+# CPU_TRAINING_COMMAND (tests) a shell command that `start` runs instead of the training.
 set -uo pipefail
 
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -40,25 +41,32 @@ targets() { "$py" -m opflow.cli queue --cpu-targets; }
 case "$1" in
     start)
         if alive; then echo "cpu_training: already running (process group $(pgid)); 'status' says where it stands" >&2; exit 1; fi
-        t="$(targets)" || exit 2
-        [[ -n "$t" ]] || { echo "cpu_training: no unfinished pair is marked on_cpu in config/queue.yaml" >&2; exit 2; }
         mkdir -p "$state"
-        if compgen -G ".snakemake/locks/*" >/dev/null; then
-            if pgrep -f "snakemake" >/dev/null; then
-                echo "cpu_training: the working directory is locked and a Snakemake process runs on this machine: wait for it," \
-                     "or run 'snakemake --unlock' if it works elsewhere" >&2
-                exit 1
+        if [[ -n "${CPU_TRAINING_COMMAND:-}" ]]; then  # the tests' stand-in for the training: a shell command
+            cmd=(bash -c "$CPU_TRAINING_COMMAND"); what="'$CPU_TRAINING_COMMAND'"
+        else
+            t="$(targets)" || exit 2
+            [[ -n "$t" ]] || { echo "cpu_training: no unfinished pair is marked on_cpu in config/queue.yaml" >&2; exit 2; }
+            if compgen -G ".snakemake/locks/*" >/dev/null; then
+                if pgrep -f "snakemake" >/dev/null; then
+                    echo "cpu_training: the working directory is locked and a Snakemake process runs on this machine: wait for it," \
+                         "or run 'snakemake --unlock' if it works elsewhere" >&2
+                    exit 1
+                fi
+                "$py" -m snakemake --unlock >/dev/null 2>&1 && echo "cpu_training: removed the lock of an earlier, killed Snakemake run"
             fi
-            "$py" -m snakemake --unlock >/dev/null 2>&1 && echo "cpu_training: removed the lock of an earlier, killed Snakemake run"
+            # shellcheck disable=SC2206  # the targets are words
+            cmd=("$py" -m snakemake --cores "${CORES:-$(nproc)}" --rerun-incomplete $t); what="$t"
         fi
-        # a session of its own (setsid), so that pause / resume / stop reach Snakemake and its jobs together
-        # shellcheck disable=SC2086  # the targets are words
-        setsid nohup "$py" -m snakemake --cores "${CORES:-$(nproc)}" --rerun-incomplete $t >"$state/cpu_training.log" 2>&1 </dev/null &
+        # A session and process group of its own (setsid), so that pause / resume / stop reach Snakemake and its jobs
+        # together. SIGINT back to its default (env --default-signal): bash starts a background command of a script with
+        # SIGINT ignored, Snakemake and the trainer would inherit that, and `stop` (SIGINT) would do nothing.
+        setsid nohup env --default-signal=INT "${cmd[@]}" >"$state/cpu_training.log" 2>&1 </dev/null &
         pid=$!
         sleep 1
         ps -o pgid= -p "$pid" | tr -d ' ' >"$pidfile"
-        alive || { echo "cpu_training: Snakemake stopped at once; see $state/cpu_training.log" >&2; tail -n 5 "$state/cpu_training.log" >&2; exit 1; }
-        echo "cpu_training: training $t in the background (process group $(pgid), log $state/cpu_training.log)"
+        alive || { echo "cpu_training: it stopped at once; see $state/cpu_training.log" >&2; tail -n 5 "$state/cpu_training.log" >&2; exit 1; }
+        echo "cpu_training: training $what in the background (process group $(pgid), log $state/cpu_training.log)"
         ;;
     status)
         if alive && paused; then echo "cpu_training: paused (process group $(pgid))"
