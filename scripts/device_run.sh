@@ -8,7 +8,7 @@
 #   2. makes the targets' datasets with the project's numpy/torch solvers (Snakemake, every core; `--omit-from
 #      train`): the Darcy source took 2 min 6 s on 2 cores (about 1 min on 16, estimated), and most derived
 #      files are over the 64 MiB carried per command (darcy43/r421.nc 515 MB), see docs/gpu.md; uncompressed
-#      (OPFLOW_DATA_COMPLEVEL=0 unless set: same values, about 30 s less for the Darcy source);
+#      (OPFLOW_DATA_COMPLEVEL=0 unless set: same values, 30 s less for the Darcy source on 2 cores);
 #   3. unpacks the state of earlier commands (.device-state/state.tgz.part-*: checkpoints, finished models,
 #      curves, logs, results), with the current time as modification time, so that Snakemake sees the restored
 #      models as newer than the regenerated data and does not retrain them;
@@ -80,7 +80,7 @@ smk=("$py" -m snakemake -s "$root/Snakefile" --cores "$cores" --resources gpu="$
 
 # 2. data (no training): the state's models must be restored after it, see 3.
 # Written uncompressed (the same values; the data fingerprint is unchanged): the files live minutes on this machine,
-# and zlib was most of the Darcy source's merge (writing it: 14 s at level 4, 1.5 s at 0; reading it: 8 s, 3 s)
+# and zlib was most of the Darcy source's merge and derive (26 + 6 s at level 4, 8 + 2 s at 0: docs/gpu.md)
 export OPFLOW_DATA_COMPLEVEL="${OPFLOW_DATA_COMPLEVEL:-0}"
 say "making the datasets of: $*"
 mkdir -p logs/device
