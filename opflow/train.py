@@ -157,7 +157,7 @@ from opflow.runtime import (
 __all__ = [
     "CHECKPOINT_FORMAT", "CHECKPOINT_NAME", "LOG_NAME", "CURVES_STEM", "CHECKPOINT_CURVES_STEM", "RunMismatchError", "TrainResult", "Trainer", "train", "build_for_data",
     "BUDGET_ENV", "BUDGET_SAFETY", "DEADLINE_ENV", "EX_TEMPFAIL", "budget_seconds",
-    "write_curves", "atomic_torch_save", "time_left",
+    "write_curves", "atomic_torch_save", "time_left", "duration", "PACE_NOTE_S",
     "accepts_globals", "forward", "load_model", "model_inputs", "predict", "predict_batch", "test_errors", "data_fingerprint", "file_sha256",
 ]
 
@@ -175,6 +175,8 @@ CHECKPOINT_CURVES_STEM = "checkpoint-curves"
 BUDGET_ENV = "OPFLOW_TRAIN_MAX_MINUTES"
 #: a Unix time by which every ``opflow train`` call of this environment stops (:func:`budget_seconds`)
 DEADLINE_ENV = "OPFLOW_TRAIN_DEADLINE"
+#: on the CPU, the first epoch of a call that still runs after this many seconds logs its pace (:meth:`Trainer.epoch`)
+PACE_NOTE_S = 60.0
 #: the next epoch is estimated at the longest epoch of this call times this factor
 BUDGET_SAFETY = 1.25
 #: exit status of ``opflow train`` stopped by its time budget (sysexits.h EX_TEMPFAIL: rerun to go on)
@@ -254,6 +256,13 @@ def write_curves(curves: list[dict[str, Any]], folder: Path, png: bool = False, 
         plot_curves(curves, folder / f"{stem}.png", title=title)
 
 
+def duration(s: float) -> str:
+    """``45 s``, ``12 min`` or ``3.2 h``: a time span as a person reads it."""
+    if s < 90:
+        return f"{max(1, round(s))} s"
+    return f"{max(1, round(s / 60))} min" if s < 5400 else f"{s / 3600:.1f} h"
+
+
 def time_left(curves: Sequence[Mapping[str, Any]], epochs: int, window: int = 20) -> str:
     """``"  ~3.2 h left"``: the epochs still to run times the median time of the last ``window`` epochs
     (the first epoch of the run, with its warm-up, left out); ``""`` before two epochs or after the last."""
@@ -261,8 +270,7 @@ def time_left(curves: Sequence[Mapping[str, Any]], epochs: int, window: int = 20
     times = [float(r["epoch_time_s"]) for r in curves if int(r["epoch"]) > 1][-window:]
     if left <= 0 or not times:
         return ""
-    s = left * statistics.median(times)
-    return f"  ~{s / 3600:.1f} h left" if s >= 5400 else f"  ~{max(1, round(s / 60))} min left"
+    return f"  ~{duration(left * statistics.median(times))} left"
 
 
 def _utc_now() -> str:
@@ -779,12 +787,18 @@ class Trainer:
         bar = tqdm(self.train_batches, desc=f"{self.name} epoch {epoch + 1}/{cfg.epochs}", leave=False, disable=not self.progress, unit="batch")
         if self.progress and self.curves:
             bar.set_postfix(last_epoch_loss=f"{self.curves[-1]['train_loss']:.4g}", refresh=False)
+        # a long first epoch on the CPU says its pace once, after PACE_NOTE_S (on a GPU the clock would not
+        # see the queued work without a wait, and its epochs end soon enough for the epoch line's time left)
+        pace_at = t0 + PACE_NOTE_S if dev.type == "cpu" and info.is_main and epoch == self.start_epoch else None
         with deferred_checks():
-            for batch in bar:
+            for k, batch in enumerate(bar, 1):
                 loss, n = self.step(to_device(batch, dev))
                 lr_used = self.step.lr_used
                 loss_sum += loss.double() * n
                 samples += n
+                if pace_at is not None and (now := _now()) >= pace_at:
+                    pace_at = None
+                    self._note_pace(epoch, k, now - t0)
         acc = _all_sum(torch.stack([loss_sum, loss_sum.new_tensor(float(samples))]), info)
         train_loss = float(acc[0] / acc[1])  # the one wait for the device per epoch
         try:
@@ -822,6 +836,18 @@ class Trainer:
                 time_left(self.curves, cfg.epochs),
             )
         return row
+
+    def _note_pace(self, epoch: int, steps: int, seconds: float) -> None:
+        """Log the pace of the epoch running (0-based ``epoch``) after ``steps`` steps and ``seconds``: the
+        epoch's and the run's time at that pace (the test pass not counted), for a user who would otherwise
+        learn only at the end of a long epoch that the run takes days."""
+        total = len(self.train_batches)
+        per_epoch = seconds / steps * total
+        left = self.cfg.epochs - epoch
+        self._note(
+            logging.INFO, "%s: epoch %d: %d of %d steps in %s: about %s per epoch, %s for the %d epoch(s) left at this pace",
+            self.name, epoch + 1, steps, total, duration(seconds), duration(per_epoch), duration(per_epoch * left), left,
+        )
 
     def _out_of_time(self, epoch: int, longest: float, budget: float | None) -> bool:
         """Whether epoch ``epoch`` (0-based) would end past the call's budget (module doc); the

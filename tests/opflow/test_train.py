@@ -191,7 +191,7 @@ def test_the_train_log_is_appended_to_on_resume_with_a_marker(data: Path, tmp_pa
     first = (tmp_path / LOG_NAME).read_text()
     assert first.startswith("--- started from scratch (") and "epoch 2/3" in first and "epoch 3/3" not in first
     # from the second epoch on, the line says how long the rest takes at this pace
-    assert re.search(r"epoch 2/3 .* ~\d+ min left$", first, re.M) and not re.search(r"epoch 1/3 .*left$", first, re.M), first
+    assert re.search(r"epoch 2/3 .* ~\d+ s left$", first, re.M) and not re.search(r"epoch 1/3 .*left$", first, re.M), first
     train(run, data, tmp_path, progress=False)
     text = (tmp_path / LOG_NAME).read_text()
     assert text.startswith(first)  # appended, not overwritten
@@ -463,3 +463,33 @@ def test_time_left_is_the_epochs_to_run_at_the_median_epoch_without_the_warm_up(
     assert time_left(rows[:1], 500) == ""  # one epoch: its time is mostly the warm-up
     assert time_left(rows, 4) == ""  # done
     assert time_left([{"epoch": e, "epoch_time_s": 1.0 if e < 30 else 50.0} for e in range(1, 41)], 100) == "  ~50 min left"  # the last 20 epochs: median 50 s, 60 to run
+
+
+def test_a_long_first_epoch_on_the_cpu_says_its_pace_once(data: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """On a clock that moves 25 s per reading, the first epoch passes PACE_NOTE_S (60 s) within its 3 steps: one line
+    with the epoch's and the run's time at that pace, long before the epoch's own line; later epochs stay quiet."""
+    import opflow.train
+
+    class Clock:
+        t = 0.0
+
+        def __call__(self) -> float:
+            self.t += 25.0
+            return self.t
+
+    monkeypatch.setattr(opflow.train, "_now", Clock())
+    train(run_of(data, epochs=3), data, tmp_path, progress=False)
+    lines = (tmp_path / LOG_NAME).read_text().splitlines()
+    pace = [ln for ln in lines if "at this pace" in ln]
+    assert len(pace) == 1, lines
+    m = re.search(r": epoch 1: (\d) of 3 steps in (\d+) s: about (\d+) s per epoch, (\d+ (?:s|min)) for the 3 epoch\(s\) left at this pace$", pace[0])
+    assert m, pace[0]
+    steps, seconds, per_epoch = int(m[1]), int(m[2]), int(m[3])
+    assert seconds >= 60 and per_epoch == round(seconds / steps * 3)
+    assert lines.index(pace[0]) < next(i for i, ln in enumerate(lines) if "epoch 1/3" in ln)
+
+
+def test_durations_read_as_seconds_minutes_or_hours() -> None:
+    from opflow.train import duration
+
+    assert [duration(s) for s in (0.2, 45, 89.6, 90, 3000, 5399, 5400, 11520)] == ["1 s", "45 s", "90 s", "2 min", "50 min", "90 min", "1.5 h", "3.2 h"]
