@@ -170,6 +170,8 @@ def run_progress(repo: Path, page: Path) -> str:
     """
     import statistics
 
+    from opflow.progress import epoch_times
+
     folder = page.parent
     try:
         curves = json.loads((folder / "curves.json").read_text())
@@ -180,7 +182,7 @@ def run_progress(repo: Path, page: Path) -> str:
     if not curves or not lines:
         raise DocsError(f"{page.relative_to(repo)}: no finished epoch in curves.json and train.log beside it; nothing to show yet")
     last, done, total, when = curves[-1], int(curves[-1]["epoch"]), int(lines[-1]["total"]), lines[-1]["when"]
-    times = [float(c["epoch_time_s"]) for c in curves[1:]] or [float(curves[0]["epoch_time_s"])]
+    times = epoch_times(curves) or [float(curves[0]["epoch_time_s"])]
     median = statistics.median(times)
     tested = [c for c in curves if c.get("test_rel_l2") is not None]
     rows = [("epochs done", f"{done} of {total}, the last one finished {when} (`train.log`, `curves.csv`, `curves.json`, `curves.png`)")]

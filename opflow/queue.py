@@ -29,13 +29,14 @@ import argparse
 import json
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import yaml
 
 from opflow.data.errors import ConfigError
+from opflow.progress import time_left
 
 ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_QUEUE = ROOT / "config" / "queue.yaml"
@@ -60,6 +61,8 @@ class QueueEntry:
     state: str = "pending"
     epochs_done: int = 0
     epochs: int | None = None
+    #: the per-epoch rows of a pair training on the CPU (its time left at its pace)
+    curves: list[dict[str, Any]] = field(default_factory=list)
 
     @property
     def pair(self) -> str:
@@ -130,11 +133,11 @@ def load_queue(path: str | Path = DEFAULT_QUEUE) -> list[QueueEntry]:
     return out
 
 
-def _epochs_in(curves: Path) -> int:
+def _curves(path: Path) -> list[dict[str, Any]]:
     try:
-        return len(json.loads(curves.read_text()))
+        return list(json.loads(path.read_text()))
     except (OSError, ValueError):
-        return 0
+        return []
 
 
 def derive(entries: Sequence[QueueEntry], reference: Sequence[Any], published: str | Path = DEFAULT_PUBLISHED,
@@ -153,10 +156,11 @@ def derive(entries: Sequence[QueueEntry], reference: Sequence[Any], published: s
             e.state = "blocked"
         elif e.on_cpu:
             e.state = "on the CPU"
-            e.epochs_done = _epochs_in(Path(models) / e.folder / "curves.json")
+            e.curves = _curves(Path(models) / e.folder / "curves.json")
+            e.epochs_done = len(e.curves)
         elif (folder / "checkpoint.pt").exists():
             e.state = "in progress"
-            e.epochs_done = _epochs_in(folder / "curves.json")
+            e.epochs_done = len(_curves(folder / "curves.json"))
         else:
             e.state = "pending"
     order = {id(e): i for i, e in enumerate(entries)}
@@ -196,7 +200,9 @@ def table(entries: Sequence[QueueEntry]) -> str:
     lines = ["| # | pair | state | published numbers | GPU minutes (whole / left) | numbers per GPU hour | source |",
              "| ---: | --- | --- | ---: | ---: | ---: | --- |"]
     for i, e in enumerate(entries, 1):
-        state = e.state + (f" ({e.epochs_done} of {e.epochs} epochs)" if e.state in ("in progress", "on the CPU") else "")
+        left = time_left(e.curves, e.epochs) if e.state == "on the CPU" and e.epochs else ""
+        state = e.state + (f" ({e.epochs_done} of {e.epochs} epochs{', ' + left + ' at its pace' if left else ''})"
+                           if e.state in ("in progress", "on the CPU") else "")
         state += f": {e.blocked}" if e.blocked else f": {e.on_cpu}" if e.state == "on the CPU" else ""
         lines.append(f"| {i} | {e.pair} | {state} | {e.numbers} | {e.gpu_minutes:.0f} / {e.remaining_minutes:.0f} | "
                      f"{60 * e.value:.2f} | {e.source} |")

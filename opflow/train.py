@@ -119,7 +119,6 @@ import json
 import logging
 import math
 import os
-import statistics
 import sys
 import time
 from collections.abc import Mapping, Sequence
@@ -138,6 +137,7 @@ from opflow.data.views import make_dataset
 from opflow.inference import accepts_globals, forward, load_model, model_inputs, predict, predict_batch, test_errors
 from opflow.hostsync import deferred_checks, raise_faults, take_faults
 from opflow.optim import build_optimizer, portable_state_dict
+from opflow.progress import duration, time_left
 from opflow.records import ModelRecord, RecordError, data_fingerprint, file_sha256, fingerprint_differences
 from opflow.train_step import TrainStep
 from opflow.runtime import (
@@ -157,7 +157,7 @@ from opflow.runtime import (
 __all__ = [
     "CHECKPOINT_FORMAT", "CHECKPOINT_NAME", "LOG_NAME", "CURVES_STEM", "CHECKPOINT_CURVES_STEM", "RunMismatchError", "TrainResult", "Trainer", "train", "build_for_data",
     "BUDGET_ENV", "BUDGET_SAFETY", "DEADLINE_ENV", "EX_TEMPFAIL", "budget_seconds",
-    "write_curves", "atomic_torch_save", "time_left", "duration", "PACE_NOTE_S",
+    "write_curves", "atomic_torch_save", "PACE_NOTE_S",
     "accepts_globals", "forward", "load_model", "model_inputs", "predict", "predict_batch", "test_errors", "data_fingerprint", "file_sha256",
 ]
 
@@ -254,23 +254,6 @@ def write_curves(curves: list[dict[str, Any]], folder: Path, png: bool = False, 
         from opflow.plots import plot_curves
 
         plot_curves(curves, folder / f"{stem}.png", title=title)
-
-
-def duration(s: float) -> str:
-    """``45 s``, ``12 min`` or ``3.2 h``: a time span as a person reads it."""
-    if s < 90:
-        return f"{max(1, round(s))} s"
-    return f"{max(1, round(s / 60))} min" if s < 5400 else f"{s / 3600:.1f} h"
-
-
-def time_left(curves: Sequence[Mapping[str, Any]], epochs: int, window: int = 20) -> str:
-    """``"  ~3.2 h left"``: the epochs still to run times the median time of the last ``window`` epochs
-    (the first epoch of the run, with its warm-up, left out); ``""`` before two epochs or after the last."""
-    left = epochs - int(curves[-1]["epoch"]) if curves else 0
-    times = [float(r["epoch_time_s"]) for r in curves if int(r["epoch"]) > 1][-window:]
-    if left <= 0 or not times:
-        return ""
-    return f"  ~{duration(left * statistics.median(times))} left"
 
 
 def _utc_now() -> str:
@@ -833,7 +816,7 @@ class Trainer:
             self._note(
                 logging.INFO, "%s epoch %d/%d  train %s %.5g  test rel L2 %s  lr %.3g  %.1fs%s",
                 self.name, epoch + 1, cfg.epochs, cfg.loss, train_loss, "-" if test_rel is None else f"{test_rel:.5g}", row["lr"], dt,
-                time_left(self.curves, cfg.epochs),
+                ("  " + time_left(self.curves, cfg.epochs)).rstrip(),
             )
         return row
 

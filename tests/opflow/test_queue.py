@@ -10,7 +10,7 @@ import pytest
 
 from opflow.cli import main
 from opflow.data.errors import ConfigError
-from opflow.queue import DEFAULT_QUEUE, derive, load_queue, next_pairs, protocol_epochs
+from opflow.queue import DEFAULT_QUEUE, derive, load_queue, next_pairs, protocol_epochs, table
 from opflow.report import load_reference
 
 
@@ -97,10 +97,11 @@ def test_a_pair_trained_on_the_cpu_is_kept_out_of_the_leases_with_its_epochs_fro
     text = QUEUE + "  - {pair: f/m, gpu_minutes: 1, source: measured, on_cpu: since today}\n"
     models = tmp_path / "models"
     (models / "f_m").mkdir(parents=True)
-    (models / "f_m" / "curves.json").write_text(json.dumps([{"epoch": i} for i in range(1, 11)]))
+    (models / "f_m" / "curves.json").write_text(json.dumps([{"epoch": i, "epoch_time_s": 60.0} for i in range(1, 11)]))
     entries = derive(load_queue(write(tmp_path, text)), [Ref("f", "m")] * 3, tmp_path / "published", {"f/m": 40}, models)
     f = next(e for e in entries if e.pair == "f/m")
     assert f.state == "on the CPU" and f.epochs_done == 10 and f.remaining_minutes == pytest.approx(0.75)
+    assert "| f/m | on the CPU (10 of 40 epochs, ~30 min left at its pace): since today |" in table(entries)  # 30 x 60 s
     assert f not in next_pairs(entries, 1000)  # the most valuable pair, but not a lease's
     assert main(["queue", "--cpu-targets", "--queue", str(write(tmp_path, text))]) == 2  # its pairs are not the paper profile's: named before anything runs
     assert "is not a dataset/model pair of the paper profile" in capsys.readouterr().err

@@ -454,17 +454,6 @@ def test_an_unreadable_checkpoint_under_the_workflow_says_to_delete_it(data: Pat
         train(run_of(data, epochs=1), data, tmp_path, progress=False)  # by hand
 
 
-def test_time_left_is_the_epochs_to_run_at_the_median_epoch_without_the_warm_up() -> None:
-    from opflow.train import time_left
-
-    rows = [{"epoch": 1, "epoch_time_s": 900.0}] + [{"epoch": e, "epoch_time_s": t} for e, t in [(2, 100.0), (3, 90.0), (4, 300.0)]]
-    assert time_left(rows, 500) == f"  ~{496 * 100 / 3600:.1f} h left"  # median 100 s: the 900 s warm-up and the 300 s pause weigh nothing
-    assert time_left(rows, 10) == "  ~10 min left"  # 6 x 100 s
-    assert time_left(rows[:1], 500) == ""  # one epoch: its time is mostly the warm-up
-    assert time_left(rows, 4) == ""  # done
-    assert time_left([{"epoch": e, "epoch_time_s": 1.0 if e < 30 else 50.0} for e in range(1, 41)], 100) == "  ~50 min left"  # the last 20 epochs: median 50 s, 60 to run
-
-
 def test_a_long_first_epoch_on_the_cpu_says_its_pace_once(data: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """On a clock that moves 25 s per reading, the first epoch passes PACE_NOTE_S (60 s) within its 3 steps: one line
     with the epoch's and the run's time at that pace, long before the epoch's own line; later epochs stay quiet."""
@@ -488,8 +477,3 @@ def test_a_long_first_epoch_on_the_cpu_says_its_pace_once(data: Path, tmp_path: 
     assert seconds >= 60 and per_epoch == round(seconds / steps * 3)
     assert lines.index(pace[0]) < next(i for i, ln in enumerate(lines) if "epoch 1/3" in ln)
 
-
-def test_durations_read_as_seconds_minutes_or_hours() -> None:
-    from opflow.train import duration
-
-    assert [duration(s) for s in (0.2, 45, 89.6, 90, 3000, 5399, 5400, 11520)] == ["1 s", "45 s", "90 s", "2 min", "50 min", "90 min", "1.5 h", "3.2 h"]
