@@ -191,8 +191,8 @@ def run_progress(repo: Path, page: Path) -> str:
         rows.append(("test rel L2", f"{tested[-1]['test_rel_l2']:.4g} after epoch {tested[-1]['epoch']} (learning rate {last['lr']:.3g}); the lowest so far "
                                     f"{best['test_rel_l2']:.4g} (epoch {best['epoch']})"))
     span = f"epochs 2-{done}" if done > 2 else ("epoch 2" if done == 2 else "epoch 1, with the warm-up")
-    rows.append(("epoch time", f"median {median:.0f} s over {span}, the fastest {min(times):.1f} s (wall time: epochs that shared the cores "
-                               "with other work or were paused for a timing count as they ran)"))
+    rows.append(("epoch time", f"median {median:.0f} s over {span}, the fastest {min(times):.1f} s (wall time, as the epochs ran: one that "
+                               "shared the machine with other work or was paused counts with that)"))
     left = total - done
     rows.append(("left", f"{left} epochs: about {left * median / 3600:.1f} h at that median, {left * min(times) / 3600:.1f} h at the fastest epoch's pace"))
     return "\n".join(["| | |", "| --- | --- |", *(f"| {k} | {v} |" for k, v in rows)])

@@ -8,7 +8,8 @@
 # 1. scripts/device_pull.sh FILES_AT: the state into .device-state, unpacked into .device-tree;
 # 2. every results/<pair>.json there: `opflow publish` into published/<pair>/ (its checkpoint there, if any, removed);
 # 3. every models/<pair>/checkpoint.pt there without a result: copied with train.log and curves.* into published/<pair>/
-#    (what the next lease resumes from; a few MB to 30 MB each: the tree that travels must stay under 64 MiB);
+#    (what the next lease resumes from; a few MB to 30 MB each: the tree that travels must stay under 64 MiB), with a
+#    README.md where there is none, whose table of where the run stands `opflow docs` then writes;
 # 4. `opflow queue`: the queue's new state.
 set -euo pipefail
 src="${1:?usage: scripts/queue_pull.sh FILES_AT [NOTE]}"
@@ -34,6 +35,20 @@ for c in "$tree"/models/*/checkpoint.pt; do
     for f in train.log curves.csv curves.json curves.png; do
         [[ -f "$tree/models/$pair/$f" ]] && cp "$tree/models/$pair/$f" "published/$pair/$f"
     done
+    if [[ ! -f "published/$pair/README.md" ]]; then  # what the folder is; its table is written from the log and curves
+        cat >"published/$pair/README.md" <<EOF_README
+# $pair at the paper protocol: not finished
+
+Trained by the lease queue on borrowed GPUs (\`opflow queue\`, docs/gpu.md); \`checkpoint.pt\` is what the next lease
+resumes. Target \`results/$pair.json\` of the paper profile.
+
+Where it stands (written by \`opflow docs\` from \`curves.json\` and \`train.log\`):
+
+<!-- generated: run-progress -->
+<!-- /generated -->
+EOF_README
+    fi
     echo "queue_pull: kept published/$pair/checkpoint.pt ($(du -h "$c" | cut -f1)) for the next lease"
 done
+"${opflow_cmd[@]}" docs
 "${opflow_cmd[@]}" queue

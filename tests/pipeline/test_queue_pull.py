@@ -1,0 +1,59 @@
+"""scripts/queue_pull.sh: after a lease of the queue, an unfinished pair's state goes to published/<pair>/ with a page
+that says where it stands, for the next lease to resume."""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tarfile
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _state(out: Path, pair: str, epochs: int) -> None:
+    """The files a queue command sends back: state.tgz.part-* holding models/<pair>/ of a training stopped by the deadline."""
+    curves = [{"epoch": e, "train_loss": 1.0 / e, "test_rel_l2": 0.5 / e, "lr": 1e-3, "epoch_time_s": 4.0, "elapsed_s": 4.0 * e} for e in range(1, epochs + 1)]
+    log = "".join(f"2026-11-27T10:0{e}:00+00:00 INFO {pair} epoch {e}/100  train rel_l2 1  test rel L2 1  lr 0.001  4.0s\n" for e in range(1, epochs + 1))
+    files = {f"./models/{pair}/checkpoint.pt": b"not a real checkpoint", f"./models/{pair}/curves.json": json.dumps(curves).encode(),
+             f"./models/{pair}/train.log": log.encode(), f"./models/{pair}/curves.csv": b"epoch\n"}
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w:gz") as tar:
+        for name, data in files.items():
+            info = tarfile.TarInfo(name)
+            info.size = len(data)
+            tar.addfile(info, io.BytesIO(data))
+    out.mkdir()
+    (out / "state.tgz.part-0").write_bytes(buf.getvalue())
+
+
+def test_an_unfinished_pair_is_kept_with_its_checkpoint_and_a_page_of_where_it_stands(tmp_path: Path) -> None:
+    repo = tmp_path / "repo"  # a copy of the repository: the script writes published/ and .device-state of its own tree
+    subprocess.run(["git", "clone", "-q", "--depth", "1", f"file://{ROOT}", str(repo)], check=True)
+    for d in ("scripts", "opflow", "config"):  # this working tree's code, committed or not
+        shutil.copytree(ROOT / d, repo / d, dirs_exist_ok=True, ignore=shutil.ignore_patterns("__pycache__"))
+    pair = "darcy141_gt"
+    _state(tmp_path / "files_at", pair, epochs=3)
+    # python3 is this interpreter, and no `opflow` command is on the path: the script then runs `python3 -m opflow.cli`
+    # in the copy, so the copy's opflow writes the copy's pages (the installed command would import this tree's)
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "python3").write_text(f'#!/bin/sh\nexec "{sys.executable}" "$@"\n')  # a symlink would lose the venv
+    (bin_dir / "python3").chmod(0o755)
+    env = {**os.environ, "PATH": f"{bin_dir}:/usr/bin:/bin"}
+    env.pop("PYTHONPATH", None)
+    run = subprocess.run([str(repo / "scripts/queue_pull.sh"), str(tmp_path / "files_at")], cwd=repo, env=env, capture_output=True, text=True, timeout=300)
+    assert run.returncode == 0, run.stdout + run.stderr
+    folder = repo / "published" / pair
+    assert (folder / "checkpoint.pt").read_bytes() == b"not a real checkpoint"
+    assert json.loads((folder / "curves.json").read_text())[-1]["epoch"] == 3
+    page = (folder / "README.md").read_text()
+    assert page.startswith(f"# {pair} at the paper protocol: not finished\n") and "`checkpoint.pt` is what the next lease" in page
+    assert "| epochs done | 3 of 100, the last one finished 2026-11-27T10:03:00+00:00 " in page
+    assert "| left | 97 epochs: about 0.1 h at that median" in page
+    assert f"| {pair.replace('_', '/', 1)} | in progress (3 of 100 epochs) |" in run.stdout  # the queue's new state
+    assert not (ROOT / "published" / pair).exists()
