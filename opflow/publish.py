@@ -153,7 +153,27 @@ def publish(
         "rerun": f"snakemake --cores 2 published/{res.dataset}_{res.model}/record.json",
     }
     atomic_write_text(out / "record.json", json.dumps(record, indent=1, sort_keys=True) + "\n")
+    drop_progress(out)
     return record
+
+
+#: the marker of a page that says where a run in progress stands (:func:`opflow.doc_tables.run_progress`)
+PROGRESS_MARKER = "<!-- generated: run-progress -->"
+
+
+def drop_progress(folder: str | os.PathLike[str]) -> list[str]:
+    """Remove what a record folder held while its run was in progress: the checkpoint a lease resumed from and a
+    README.md that says where the run stands (it holds the ``run-progress`` block); the names removed. A README
+    without that block is kept. The record and the report say everything of a finished run."""
+    folder, dropped = Path(folder), []
+    if (folder / "checkpoint.pt").exists():
+        (folder / "checkpoint.pt").unlink()
+        dropped.append("checkpoint.pt")
+    page = folder / "README.md"
+    if page.exists() and PROGRESS_MARKER in page.read_text():
+        page.unlink()
+        dropped.append("README.md")
+    return dropped
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -170,6 +190,7 @@ def run(a: argparse.Namespace) -> int:
     """``opflow publish``: write the record; one line per published number."""
     from opflow.data.provenance import git_commit
 
+    leftovers = [n for n in ("checkpoint.pt", "README.md") if (Path(a.out) / n).exists()]
     try:
         rec = publish(a.results, a.out, model_dir=a.model_dir, paper_config=a.paper_config, reference=a.reference, git_commit=git_commit(), note=a.note)
     except ConfigError as e:
@@ -183,4 +204,7 @@ def run(a: argparse.Namespace) -> int:
         print(f"{a.out}: {p['key']}: ours {ours}, published {p['relation']} {p['published']:.4g} ({p['paper']}, {p['table']}), ratio {ratio}")
     if not rec["published"]:
         print(f"{a.out}: {rec['dataset']}_{rec['model']}: no published number in the reference")
+    gone = [n for n in leftovers if not (Path(a.out) / n).exists()]
+    if gone:
+        print(f"{a.out}: removed {' and '.join(gone)} of the run in progress (the record says the rest)")
     return 0

@@ -16,7 +16,8 @@
 #                                    models/<pair>/ into published/<pair>/ with curves.png, and `opflow docs`, which
 #                                    rewrites the '<!-- generated: run-progress -->' block of published/<pair>/README.md
 #                                    (the checkpoint stays in models/: committed, it would be over what a GPU command
-#                                    carries). Then commit published/<pair>/
+#                                    carries); once results/<pair>.json exists, `opflow publish` instead: the record.
+#                                    Then commit published/<pair>/
 # CPU_TRAINING_STATE (default logs/) is the folder of its process-group file and log; CORES (default all) its cores;
 # CPU_TRAINING_COMMAND (tests) a shell command that `start` runs instead of the training.
 set -uo pipefail
@@ -83,6 +84,10 @@ case "$1" in
     snapshot)
         for t in $(targets); do
             pair="$(basename "$t" .json)"; src="models/$pair"; dst="published/$pair"
+            if [[ -f "$t" ]]; then  # trained and evaluated: the record (it removes the page of the run in progress)
+                "$py" -m opflow.cli publish "$t" --out "$dst" --note "trained on the development machine's CPU in the background between GPU leases (scripts/cpu_training.sh), resumed across sessions" || exit 1
+                continue
+            fi
             [[ -f "$src/curves.json" ]] || { echo "cpu_training: $t has no finished epoch yet; nothing to snapshot"; continue; }
             [[ -f "$dst/README.md" ]] || { echo "cpu_training: $dst/README.md is missing: write what the run is, with a" \
                 "'<!-- generated: run-progress -->' ... '<!-- /generated -->' block for where it stands" >&2; exit 2; }

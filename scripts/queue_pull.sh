@@ -6,7 +6,8 @@
 #   FILES_AT: the folder of the device reply's files (files_at); NOTE: circumstances for the records (default:
 #   "trained on a lent GPU by the lease queue").
 # 1. scripts/device_pull.sh FILES_AT: the state into .device-state, unpacked into .device-tree;
-# 2. every results/<pair>.json there: `opflow publish` into published/<pair>/ (its checkpoint there, if any, removed);
+# 2. every results/<pair>.json there: `opflow publish` into published/<pair>/ (which removes the checkpoint and the
+#    page of the run in progress that an earlier lease left there);
 # 3. every models/<pair>/checkpoint.pt there without a result: copied with train.log and curves.* into published/<pair>/
 #    (what the next lease resumes from; a few MB to 30 MB each: the tree that travels must stay under 64 MiB), with a
 #    README.md where there is none, whose table of where the run stands `opflow docs` then writes;
@@ -23,8 +24,8 @@ shopt -s nullglob
 for r in "$tree"/results/*.json; do
     pair="$(basename "$r" .json)"
     [[ -f "$tree/models/$pair/model.pt" ]] || { echo "queue_pull: $r has no model beside it; not published" >&2; continue; }
+    # also removes the checkpoint and the in-progress page an earlier lease left there
     "${opflow_cmd[@]}" publish "$r" --out "published/$pair" --model-dir "$tree/models/$pair" --note "$note"
-    rm -f "published/$pair/checkpoint.pt"
     echo "queue_pull: published published/$pair"
 done
 for c in "$tree"/models/*/checkpoint.pt; do

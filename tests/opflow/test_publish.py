@@ -57,6 +57,21 @@ def test_a_paper_run_is_published_with_its_numbers_ratios_and_machine(paper_run:
     assert row.status is Status.REPRODUCED and [label for label, _ in row.links] == ["record", "prediction", "log"]
 
 
+def test_publishing_a_finished_run_removes_the_state_and_page_of_its_run_in_progress(paper_run: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A pair trained over several leases (or on the CPU) had published/<pair>/checkpoint.pt and a README.md saying
+    where it stood; once published, neither is true any more. A README of another kind is the author's and stays."""
+    out = paper_run / "published/burgers512_fno1d"
+    out.mkdir(parents=True)
+    (out / "checkpoint.pt").write_bytes(b"state")
+    (out / "README.md").write_text("# not finished\n\n<!-- generated: run-progress -->\n| | |\n<!-- /generated -->\n")
+    assert main(["publish", str(paper_run / "results/burgers512_fno1d.json"), "--out", str(out)]) == 0
+    assert f"{out}: removed checkpoint.pt and README.md of the run in progress" in capsys.readouterr().out
+    assert not (out / "checkpoint.pt").exists() and not (out / "README.md").exists() and (out / "record.json").exists()
+    (out / "README.md").write_text("# notes on this record\n")
+    publish(paper_run / "results/burgers512_fno1d.json", out)
+    assert (out / "README.md").read_text() == "# notes on this record\n"
+
+
 @pytest.mark.parametrize("mean, meets", [(0.005, True), (0.04, False)])
 def test_a_published_bound_is_met_or_not_with_ours_as_a_share_of_it(tmp_path: Path, mean: float, meets: bool) -> None:
     """Lorenz-63 / TNO is published as bounds (median below 1 %, worst case below 10 %) of the authors'

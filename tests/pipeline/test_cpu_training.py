@@ -84,3 +84,47 @@ def test_start_runs_it_in_a_group_of_its_own_that_stop_ends(tmp_path: Path) -> N
                 os.killpg(int(pgid_file.read_text()), signal.SIGKILL)
             except ProcessLookupError:
                 pass
+
+
+def test_snapshot_writes_where_the_run_stands_and_publishes_it_once_finished(tmp_path: Path) -> None:
+    """In a copy of the repository (the script writes published/ of its own tree): the CPU pair's log and curves
+    go to published/<pair>/, whose page's table is written from them; once the results exist, the record replaces
+    the page of the run in progress."""
+    import json
+
+    from opflow.config import load_config_files, resolve_run
+    from opflow.report import DEFAULT_PAPER_CONFIG
+
+    from repo_copy import repository_copy
+    from report_helpers import results
+
+    repo, env = repository_copy(tmp_path)
+    # a queue of one pair, on the CPU, with the page an author writes for it (whatever trains on the CPU today)
+    (repo / "config/queue.yaml").write_text('queue:\n  - {pair: darcy141/gt, gpu_minutes: 10, source: "a test", on_cpu: "a test"}\n')
+    pair, target = "darcy141_gt", "results/darcy141_gt.json"
+    (repo / "published" / pair).mkdir(parents=True)
+    (repo / "published" / pair / "README.md").write_text("# GT on darcy141: in progress\n\n<!-- generated: run-progress -->\n<!-- /generated -->\n")
+    listed = subprocess.run(["python3", "-m", "opflow.cli", "queue", "--cpu-targets"], cwd=repo, env=env, capture_output=True, text=True, check=True)
+    assert listed.stdout.split() == [target]
+    models = repo / "models" / pair
+    models.mkdir(parents=True)
+    curves = [{"epoch": e, "train_loss": 1.0 / e, "test_rel_l2": 0.2 / e, "lr": 1e-4, "epoch_time_s": 900.0, "elapsed_s": 900.0 * e} for e in range(1, 6)]
+    (models / "curves.json").write_text(json.dumps(curves))
+    (models / "curves.csv").write_text("epoch\n")
+    (models / "train.log").write_text("".join(f"2026-11-27T0{e}:00:00+00:00 INFO {pair} epoch {e}/100  train rel_l2 1  test rel L2 1  lr 1  900.0s\n" for e in range(1, 6)))
+    snap = subprocess.run([str(repo / "scripts/cpu_training.sh"), "snapshot"], cwd=repo, env=env, capture_output=True, text=True, timeout=300)
+    assert snap.returncode == 0, snap.stdout + snap.stderr
+    page = (repo / "published" / pair / "README.md").read_text()
+    assert "| epochs done | 5 of 100, the last one finished 2026-11-27T05:00:00+00:00 " in page and "| left | 95 epochs: about 23.8 h at that median" in page
+    assert (repo / "published" / pair / "curves.png").stat().st_size > 0
+
+    dataset, model = "darcy141", "gt"
+    paper_hash = resolve_run(load_config_files([str(DEFAULT_PAPER_CONFIG)]), dataset, model)["hash"]
+    (repo / "results").mkdir()
+    results(dataset, model, paper_hash, 0.009).save(repo / target)
+    done = subprocess.run([str(repo / "scripts/cpu_training.sh"), "snapshot"], cwd=repo, env=env, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "removed README.md of the run in progress" in done.stdout
+    record = json.loads((repo / "published" / pair / "record.json").read_text())
+    assert record["run_hash"] == paper_hash and "CPU in the background" in record["note"]
+    assert not (repo / "published" / pair / "README.md").exists()

@@ -5,14 +5,11 @@ from __future__ import annotations
 
 import io
 import json
-import os
-import shutil
 import subprocess
-import sys
 import tarfile
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[2]
+from repo_copy import ROOT, repository_copy
 
 
 def _state(out: Path, pair: str, epochs: int) -> None:
@@ -32,20 +29,9 @@ def _state(out: Path, pair: str, epochs: int) -> None:
 
 
 def test_an_unfinished_pair_is_kept_with_its_checkpoint_and_a_page_of_where_it_stands(tmp_path: Path) -> None:
-    repo = tmp_path / "repo"  # a copy of the repository: the script writes published/ and .device-state of its own tree
-    subprocess.run(["git", "clone", "-q", "--depth", "1", f"file://{ROOT}", str(repo)], check=True)
-    for d in ("scripts", "opflow", "config"):  # this working tree's code, committed or not
-        shutil.copytree(ROOT / d, repo / d, dirs_exist_ok=True, ignore=shutil.ignore_patterns("__pycache__"))
+    repo, env = repository_copy(tmp_path)  # the script writes published/ and .device-state of its own tree
     pair = "darcy141_gt"
     _state(tmp_path / "files_at", pair, epochs=3)
-    # python3 is this interpreter, and no `opflow` command is on the path: the script then runs `python3 -m opflow.cli`
-    # in the copy, so the copy's opflow writes the copy's pages (the installed command would import this tree's)
-    bin_dir = tmp_path / "bin"
-    bin_dir.mkdir()
-    (bin_dir / "python3").write_text(f'#!/bin/sh\nexec "{sys.executable}" "$@"\n')  # a symlink would lose the venv
-    (bin_dir / "python3").chmod(0o755)
-    env = {**os.environ, "PATH": f"{bin_dir}:/usr/bin:/bin"}
-    env.pop("PYTHONPATH", None)
     run = subprocess.run([str(repo / "scripts/queue_pull.sh"), str(tmp_path / "files_at")], cwd=repo, env=env, capture_output=True, text=True, timeout=300)
     assert run.returncode == 0, run.stdout + run.stderr
     folder = repo / "published" / pair
