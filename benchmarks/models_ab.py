@@ -57,7 +57,8 @@ def run_rounds(before: str, rounds: int, bench_args: Sequence[str], runs: Path) 
                     cmd = [sys.executable, "-m", "benchmarks.models", *bench_args, "--out", str(out)]
                     print(f"[models_ab] round {k} {version} {time.strftime('%H:%M:%S')} load {os.getloadavg()[0]:.2f}", flush=True)
                     subprocess.run(cmd, cwd=root, env={**os.environ, "PYTHONPATH": str(root)}, check=True, stdout=subprocess.DEVNULL)
-                    commands.append(f"{version}: (cd {'<worktree of ' + before + '>' if version == 'before' else '.'}) {' '.join(cmd[1:])}")
+                    shown = [*cmd[1:-1], out.name]  # no path of this machine in the result
+                    commands.append(f"{version}: (cd {'<worktree of ' + before + '>' if version == 'before' else '.'}) python {' '.join(shown)}")
         finally:
             _git("worktree", "remove", "--force", str(tree))
     return commands

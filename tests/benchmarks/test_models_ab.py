@@ -49,5 +49,6 @@ def test_a_smoke_round_runs_both_trees_and_compares_them(tmp_path: Path) -> None
     assert run.returncode == 0, run.stdout + run.stderr
     result = json.loads(out.read_text())
     assert result["smoke"] is True and result["before"] and len(result["commands"]) == 2
+    assert result["commands"][1] == "after: (cd .) python -m benchmarks.models --smoke --models fno --out models_after_1.json"  # no path of this machine
     assert {r["model"] for r in result["rows"]} == {"fno"} and all(r["rounds"] == 1 and r["train_ratio"] > 0 for r in result["rows"])
     assert worktrees() == had  # the temporary tree of the earlier commit is removed
