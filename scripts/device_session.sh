@@ -191,7 +191,8 @@ if want train; then  # the paper run with what is left (device_run.sh packs its 
     pack_logs
 fi
 if want queue; then  # the queue's next pairs with what is left, all trainings stopped by one deadline
-    # minutes of training: what is left less the data (about 90 s), evaluation and packing (about 60 s)
+    # minutes of training to choose pairs for: what is left less the wheels, the data (25-50 s uncompressed, estimated;
+    # docs/gpu.md), the job starts and the 60 s after the deadline for evaluation and packing, rounded up to 150 s
     minutes="$(awk -v s="$(left)" 'BEGIN { m = (s - 150) / 60; printf "%.1f", (m < 0.5 ? 0.5 : m) }')"
     mapfile -t chosen < <("$py" -m opflow.cli queue --next "$minutes" --targets | tr ' ' '\n' | grep .)
     jobs="$("$py" -m opflow.cli queue --next "$minutes" --share-gpu)"
