@@ -157,6 +157,8 @@ def _bench(repo: Path, module: str, fn: str, result: str) -> str:
     return getattr(mod, fn)(stored)
 
 
+#: the block of a run's page that says where it stands (``opflow publish`` removes such a page once it is finished)
+PROGRESS_BLOCK = "run-progress"
 _EPOCH_LINE = re.compile(r"^(?P<when>\S+) INFO \S+ epoch (?P<epoch>\d+)/(?P<total>\d+)\s", re.M)
 
 
@@ -199,7 +201,7 @@ def run_progress(repo: Path, page: Path) -> str:
 
 
 #: blocks whose text depends on the page that holds them: the generator gets the repository and the page
-PAGE_BLOCKS: dict[str, Callable[[Path, Path], str]] = {"run-progress": run_progress}
+PAGE_BLOCKS: dict[str, Callable[[Path, Path], str]] = {PROGRESS_BLOCK: run_progress}
 
 BLOCKS: dict[str, Callable[[Path], str]] = {
     "reproductions-summary": reproductions_summary,

@@ -37,6 +37,7 @@ from pathlib import Path
 from typing import Any
 
 from opflow.atomic import atomic_path, atomic_write_text
+from opflow.doc_tables import PROGRESS_BLOCK
 from opflow.data.errors import ConfigError
 from opflow.records import Results
 from opflow.report import DEFAULT_PAPER_CONFIG, DEFAULT_REFERENCE, RefEntry, load_reference, paper_hashes, statistic_of
@@ -153,12 +154,7 @@ def publish(
         "rerun": f"snakemake --cores 2 published/{res.dataset}_{res.model}/record.json",
     }
     atomic_write_text(out / "record.json", json.dumps(record, indent=1, sort_keys=True) + "\n")
-    drop_progress(out)
     return record
-
-
-#: the marker of a page that says where a run in progress stands (:func:`opflow.doc_tables.run_progress`)
-PROGRESS_MARKER = "<!-- generated: run-progress -->"
 
 
 def drop_progress(folder: str | os.PathLike[str]) -> list[str]:
@@ -170,7 +166,7 @@ def drop_progress(folder: str | os.PathLike[str]) -> list[str]:
         (folder / "checkpoint.pt").unlink()
         dropped.append("checkpoint.pt")
     page = folder / "README.md"
-    if page.exists() and PROGRESS_MARKER in page.read_text():
+    if page.exists() and f"<!-- generated: {PROGRESS_BLOCK} -->" in page.read_text():
         page.unlink()
         dropped.append("README.md")
     return dropped
@@ -190,7 +186,6 @@ def run(a: argparse.Namespace) -> int:
     """``opflow publish``: write the record; one line per published number."""
     from opflow.data.provenance import git_commit
 
-    leftovers = [n for n in ("checkpoint.pt", "README.md") if (Path(a.out) / n).exists()]
     try:
         rec = publish(a.results, a.out, model_dir=a.model_dir, paper_config=a.paper_config, reference=a.reference, git_commit=git_commit(), note=a.note)
     except ConfigError as e:
@@ -204,7 +199,7 @@ def run(a: argparse.Namespace) -> int:
         print(f"{a.out}: {p['key']}: ours {ours}, published {p['relation']} {p['published']:.4g} ({p['paper']}, {p['table']}), ratio {ratio}")
     if not rec["published"]:
         print(f"{a.out}: {rec['dataset']}_{rec['model']}: no published number in the reference")
-    gone = [n for n in leftovers if not (Path(a.out) / n).exists()]
+    gone = drop_progress(a.out)  # the record is written: what the run in progress left goes
     if gone:
         print(f"{a.out}: removed {' and '.join(gone)} of the run in progress (the record says the rest)")
     return 0

@@ -68,7 +68,7 @@ def test_publishing_a_finished_run_removes_the_state_and_page_of_its_run_in_prog
     assert f"{out}: removed checkpoint.pt and README.md of the run in progress" in capsys.readouterr().out
     assert not (out / "checkpoint.pt").exists() and not (out / "README.md").exists() and (out / "record.json").exists()
     (out / "README.md").write_text("# notes on this record\n")
-    publish(paper_run / "results/burgers512_fno1d.json", out)
+    assert main(["publish", str(paper_run / "results/burgers512_fno1d.json"), "--out", str(out)]) == 0
     assert (out / "README.md").read_text() == "# notes on this record\n"
 
 
