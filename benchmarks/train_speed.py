@@ -27,8 +27,9 @@ Variants (``--variants``, comma-separated, default ``all``): ``precision`` fp32 
 ``compile`` (``torch.compile`` of the model) and ``ondevice`` (``training.data_on_device: true``,
 the dataset kept on the device instead of a per-step DataLoader; without the token the variant sets
 ``false``). Names join the tokens with ``+``: ``fp32``, ``bf16+compile``, ``fp32+ondevice``, ...
-``all`` = the eight combinations. bf16 and compile need CUDA (the Trainer ignores them elsewhere):
-on a CPU they are skipped, with the reason in ``skipped_variants``. Where this opflow's
+``all`` = the eight combinations. bf16, tf32 and graphs need CUDA (the Trainer ignores them elsewhere):
+on a CPU they are skipped, with the reason in ``skipped_variants``; compile runs on CUDA and on a CPU
+(with a C++ compiler, else the Trainer runs the plain step: ``effective.compile`` says which). Where this opflow's
 :class:`~opflow.config.TrainConfig` has no ``data_on_device`` key, the ``ondevice`` variants are
 skipped with a note and the others leave the key out.
 
@@ -134,17 +135,27 @@ def _on_device_value(flag: bool) -> Any:
     raise ValueError(f"training.data_on_device accepts neither {flag!r} nor {str(flag).lower()!r}")
 
 
-def skip_reason(v: Mapping[str, Any], device_type: str, has_on_device: bool) -> str | None:
+def skip_reason(v: Mapping[str, Any], device_type: str, has_on_device: bool, *, smoke: bool = False) -> str | None:
     """Why variant ``v`` cannot run here (None: it can)."""
     if v["data_on_device"] and not has_on_device:
         return "this opflow's TrainConfig has no data_on_device key (training.data_on_device): nothing to switch"
     if device_type != "cuda":
         need = [k for k, on in (
             ("bf16 autocast", v["precision"] == "bf16"), ("TF32 products", v["precision"] == "tf32"),
-            ("torch.compile", v["compile"]), ("CUDA graphs", v.get("cuda_graphs")),
+            ("torch.compile", v["compile"] and device_type != "cpu"), ("CUDA graphs", v.get("cuda_graphs")),
         ) if on]
         if need:
             return f"{' and '.join(need)} need(s) CUDA (the Trainer ignores it on {device_type})"
+        if v["compile"]:
+            import torch
+
+            from opflow.runtime import compile_unsupported
+
+            why = compile_unsupported(torch.device(device_type))
+            if why is not None:
+                return why
+            if smoke:
+                return "a smoke run on the CPU does not compile (inductor's C++ build takes longer than the toy training; tests/opflow/test_train.py compiles on the CPU)"
     return None
 
 
@@ -313,6 +324,15 @@ STEP_PAIRS: dict[str, dict[str, int]] = {
     "darcy/fno": {"resolution": 85},
     "darcy_lognormal416/vitno": {"resolution": 416},
 }
+
+
+def step_shape(pair: str) -> dict[str, int] | None:
+    """The synthetic data's shape for ``pair``: that of :data:`STEP_PAIRS`' pair on the same dataset, so any
+    model can be timed on the datasets listed there (e.g. ``elasticity972/gnot_official``). None: unknown."""
+    dataset = pair.split("/", 1)[0]
+    return next((shape for p, shape in STEP_PAIRS.items() if p.split("/", 1)[0] == dataset), None)
+
+
 #: the issue's bound: a step is GPU-bound when its wall time is at most this multiple of its kernel time
 GPU_BOUND_RATIO = 1.3
 
@@ -532,9 +552,9 @@ def steps_main(a: argparse.Namespace, config: Mapping[str, Any], names: Sequence
     from opflow.runtime import set_threads
 
     pairs = [p.strip() for p in (a.pairs or ",".join(STEP_PAIRS)).split(",") if p.strip()]
-    unknown = [p for p in pairs if p not in STEP_PAIRS]
+    unknown = [p for p in pairs if step_shape(p) is None or p.split("/", 1)[-1] not in config.get("models", {})]
     if unknown:
-        raise SystemExit(f"--pairs: {unknown} not among {sorted(STEP_PAIRS)} (the shapes of their synthetic data are known)")
+        raise SystemExit(f"--pairs: {unknown} not among {sorted(STEP_PAIRS)} (a configured model on a dataset whose synthetic data's shape is known)")
     out = a.out or ROOT / DEFAULT_STEP_OUT.format(device=dev.type)
     if len(pairs) > 1 and argv and not a.one_process:
         return steps_in_processes(argv, pairs, out)
@@ -560,10 +580,10 @@ def steps_main(a: argparse.Namespace, config: Mapping[str, Any], names: Sequence
                 result["skipped"].update({f"{pair} {name}": why for name, why in whys.items()})
                 write_json_atomic(out, result)
                 continue
-            run, path = step_pair_run(config, pair, STEP_PAIRS[pair], tmpdir, batches=a.step_batches)
+            run, path = step_pair_run(config, pair, step_shape(pair), tmpdir, batches=a.step_batches)
             steps_per_epoch = math.ceil(run["paper_train"] / int(run["training"]["batch_size"]))
             entry = result["pairs"].setdefault(pair, {"model_config": run["model_config"], "batch_size": run["training"]["batch_size"],
-                                                      "shape": STEP_PAIRS[pair], "paper_train": run["paper_train"],
+                                                      "shape": step_shape(pair), "paper_train": run["paper_train"],
                                                       "steps_per_paper_epoch": steps_per_epoch, "variants": {}})
             for name in names:
                 v = parse_variant(name)
@@ -717,7 +737,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         }
         for name in names:
             v = parse_variant(name)
-            why = skip_reason(v, dev.type, has_on_device)
+            why = skip_reason(v, dev.type, has_on_device, smoke=a.smoke)
             if why:
                 result["skipped_variants"][name] = why
                 print(f"{name:22s} skipped: {why}", flush=True)

@@ -187,7 +187,10 @@ class TrainConfig(_Settings):
     #: mantissa products, float32 sums); or bf16 autocast (CUDA only). tf32 and bf16 are ignored
     #: with a warning elsewhere. docs/gpu.md, "Precision", has the measured effect on accuracy
     precision: Literal["fp32", "tf32", "bf16"] = "fp32"
-    #: torch.compile the model (CUDA only; ignored with a warning elsewhere)
+    #: torch.compile the training loss (forward and loss in one graph, the backward compiled from it;
+    #: opflow.train_step) on CUDA, and on the CPU where a C++ compiler is found (inductor builds C++
+    #: kernels there; else, and on other devices, ignored with a warning). Operational: the same
+    #: computation within float rounding. GNOT at elasticity972 on 2 CPU cores: 1.10x (docs/costs.md)
     compile: Bool = False
     #: capture the whole training step (forward, loss, backward, clipping, AdamW) as one CUDA graph
     #: and replay it per batch (opflow.train_step): no kernel launches from the host. CUDA only

@@ -92,6 +92,27 @@ def warn_ignored(what: str, device: torch.device) -> None:
     warnings.warn(f"{what} needs a CUDA device; ignored on {device.type}", RuntimeWarning, stacklevel=2)
 
 
+#: the C++ compilers that torch.compile's CPU backend (inductor) can build its kernels with
+CPU_COMPILERS = ("g++", "c++", "clang++")
+
+
+def compile_unsupported(device: torch.device) -> str | None:
+    """Why ``torch.compile`` (inductor) cannot compile for ``device`` here (None: it can).
+
+    CUDA always can (Triton ships with torch). A CPU needs a C++ compiler (``$CXX`` or one of
+    :data:`CPU_COMPILERS` on the PATH); other devices (MPS) are not supported by opflow's training."""
+    import shutil
+
+    if device.type == "cuda":
+        return None
+    if device.type == "cpu":
+        cxx = os.environ.get("CXX")
+        if (cxx and shutil.which(cxx)) or any(shutil.which(c) for c in CPU_COMPILERS):
+            return None
+        return f"torch.compile on the CPU builds C++ kernels and no C++ compiler was found ($CXX, {', '.join(CPU_COMPILERS)})"
+    return f"torch.compile is not supported on {device.type} by opflow's training"
+
+
 # --------------------------------------------------------------------------- distributed
 
 

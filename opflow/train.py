@@ -121,6 +121,7 @@ import math
 import os
 import sys
 import time
+import warnings
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -143,6 +144,7 @@ from opflow.train_step import TrainStep
 from opflow.runtime import (
     DistInfo,
     barrier,
+    compile_unsupported,
     folder_lock,
     init_distributed,
     rng_state,
@@ -501,8 +503,9 @@ class Trainer:
             warn_ignored("cuda_graphs (CUDA graph capture)", dev)
             self.cuda_graphs = False
         self.use_compile = cfg.compile
-        if self.use_compile and dev.type != "cuda":
-            warn_ignored("compile (torch.compile)", dev)
+        why_not = compile_unsupported(dev) if self.use_compile else None
+        if why_not is not None:
+            warnings.warn(f"training.compile: {why_not}; the plain step runs", RuntimeWarning, stacklevel=2)
             self.use_compile = False
         self.progress = _progress_default(info) if progress is None else (progress and info.is_main)
         self.data_file = Path(data_file)
@@ -525,6 +528,14 @@ class Trainer:
         self.resume_hint = "rerun the same command to resume"
 
     # ----------------------------------------------------------------- logging
+
+    def _step_settings(self) -> str:
+        """The operational settings in effect for the step, for the log's start line ("" when all are off)."""
+        on = [name for name, flag in (
+            ("bf16 autocast", self.autocast), ("TF32 products", self.tf32), ("torch.compile", self.use_compile),
+            ("CUDA graphs", self.cuda_graphs),
+        ) if flag]
+        return f" ({', '.join(on)})" if on else ""
 
     def _note(self, level: int, msg: str, *args: Any) -> None:
         """Log ``msg % args`` and, on the main process, append it to ``train.log``."""
@@ -856,9 +867,9 @@ class Trainer:
         stop_at = cfg.epochs if max_epochs_this_call is None else min(cfg.epochs, self.start_epoch + max(0, max_epochs_this_call))
         if info.is_main:
             self._note(
-                logging.INFO, "%s: %d parameters, %d train / %d test samples, %s on %s x %d, epochs %d..%d of %d",
+                logging.INFO, "%s: %d parameters, %d train / %d test samples, %s on %s x %d%s, epochs %d..%d of %d",
                 self.name, count_parameters(self.model), len(self.train_ds), len(self.test_ds), cfg.loss, self.dev, info.world_size,
-                self.start_epoch + 1, stop_at, cfg.epochs,
+                self._step_settings(), self.start_epoch + 1, stop_at, cfg.epochs,
             )
             for line in self._setup_notes:
                 self._note(logging.INFO, "%s", line)

@@ -18,6 +18,9 @@
 #                                    (the checkpoint stays in models/: committed, it would be over what a GPU command
 #                                    carries); once results/<pair>.json exists, `opflow publish` instead: the record.
 #                                    Then commit published/<pair>/
+# It trains with config/compile.yaml (torch.compile, operational: 1.10x for GNOT on 2 cores); CPU_TRAINING_COMPILE=0
+# leaves it out. Keep the same choice until the pair is evaluated: the overlay is in the training job's params, so
+# Snakemake reruns a finished training whose params changed.
 # CPU_TRAINING_STATE (default logs/) is the folder of its process-group file and log; CORES (default all) its cores;
 # CPU_TRAINING_COMMAND (tests) a shell command that `start` runs instead of the training.
 set -uo pipefail
@@ -57,7 +60,9 @@ case "$1" in
                 "$py" -m snakemake --unlock >/dev/null 2>&1 && echo "cpu_training: removed the lock of an earlier, killed Snakemake run"
             fi
             # shellcheck disable=SC2206  # the targets are words
-            cmd=("$py" -m snakemake --cores "${CORES:-$(nproc)}" --rerun-incomplete $t); what="$t"
+            # config/compile.yaml: torch.compile on the CPU (operational, the run is the same; GNOT 1.10x on 2 cores)
+            overlay=(); [[ "${CPU_TRAINING_COMPILE:-1}" == 1 ]] && overlay=(--configfile config/compile.yaml)
+            cmd=("$py" -m snakemake --cores "${CORES:-$(nproc)}" --rerun-incomplete "${overlay[@]}" -- $t); what="$t${overlay:+ (with config/compile.yaml)}"
         fi
         # A session and process group of its own (setsid), so that pause / resume / stop reach Snakemake and its jobs
         # together. SIGINT back to its default (env --default-signal): bash starts a background command of a script with

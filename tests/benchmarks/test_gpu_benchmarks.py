@@ -15,6 +15,7 @@ import pytest
 
 from benchmarks import ono_official, train_speed
 from opflow.bench import discover
+from opflow.runtime import compile_unsupported
 
 torch = pytest.importorskip("torch")
 
@@ -121,7 +122,12 @@ def test_train_speed_skips_what_a_cpu_or_this_config_cannot_do():
     assert train_speed.skip_reason(v("fp32"), "cpu", True) is None
     assert train_speed.skip_reason(v("fp32+ondevice"), "cpu", True) is None
     assert "CUDA" in train_speed.skip_reason(v("bf16"), "cpu", True)
-    assert "CUDA" in train_speed.skip_reason(v("fp32+compile"), "cpu", True)
+    assert "CUDA" in train_speed.skip_reason(v("fp32+compile"), "mps", True)
+    # compile runs on a CPU with a C++ compiler (the Trainer compiles there too), but not in a smoke run
+    why_cpu = compile_unsupported(torch.device("cpu"))
+    assert train_speed.skip_reason(v("fp32+compile"), "cpu", True) == why_cpu
+    smoke_why = train_speed.skip_reason(v("fp32+compile"), "cpu", True, smoke=True)
+    assert smoke_why == why_cpu if why_cpu else "smoke run on the CPU does not compile" in smoke_why
     assert "CUDA" in train_speed.skip_reason(v("tf32"), "cpu", True) and "CUDA graphs" in train_speed.skip_reason(v("fp32+graphs"), "cpu", True)
     assert "data_on_device" in train_speed.skip_reason(v("fp32+ondevice"), "cuda", False)
     assert train_speed.skip_reason(v("bf16+compile+ondevice"), "cuda", True) is None
@@ -189,6 +195,8 @@ def test_train_speed_steps_time_single_steps_of_each_pair_and_record_the_kernel_
     assert "CUDA" in r["skipped"]["elasticity972/gnot bf16+graphs"]
     with pytest.raises(SystemExit, match="--pairs"):
         train_speed.main(["--steps", "--device", "cpu", "--pairs", "darcy/nothing", "--out", str(out)])
+    # any model on a dataset of the default pairs: the dataset sets the synthetic data's shape
+    assert train_speed.step_shape("elasticity972/gnot_official") == {"points": 972} and train_speed.step_shape("burgers/gt1d") is None
 
 
 def test_train_speed_steps_measure_each_pair_in_a_process_of_its_own(tmp_path):

@@ -17,7 +17,8 @@ from opflow.config import TrainConfig, deep_merge
 from opflow.data.torch_data import GridDataset
 from opflow.inference import load_model
 from opflow.records import ModelRecord
-from opflow.runtime import FolderBusyError
+from opflow import runtime
+from opflow.runtime import FolderBusyError, compile_unsupported
 from opflow.train import CHECKPOINT_NAME, LOG_NAME, RunMismatchError, TrainingDiverged, diverged_since, train
 
 from learning_helpers import grid_dataset, toy_run
@@ -134,9 +135,28 @@ def test_other_losses_normalisers_and_cpu_fallbacks(data: Path, tmp_path: Path) 
                     data, tmp_path / "h1", progress=False)
     losses = [c["train_loss"] for c in res.curves]
     assert losses[-1] < losses[0]
-    with pytest.warns(RuntimeWarning, match="compile.*ignored on cpu"):
+
+
+def test_compile_on_the_cpu_trains_the_same_run(data: Path, tmp_path: Path) -> None:
+    """``training.compile`` compiles the loss on the CPU too (inductor, with the machine's C++ compiler):
+    the same losses as the plain step, within float32 rounding."""
+    if compile_unsupported(torch.device("cpu")) is not None:
+        pytest.skip(compile_unsupported(torch.device("cpu")))
+    plain = train(run_of(data, epochs=2, loss="mse", loss_space="normalized"), data, tmp_path / "plain", progress=False)
+    torch._dynamo.reset()
+    compiled = train(run_of(data, epochs=2, loss="mse", loss_space="normalized", compile=True), data, tmp_path / "compiled", progress=False)
+    assert compiled.complete
+    assert "on cpu x 1 (torch.compile)," in (tmp_path / "compiled" / LOG_NAME).read_text()
+    for a, b in zip(plain.curves, compiled.curves, strict=True):
+        assert a["train_loss"] == pytest.approx(b["train_loss"], rel=1e-4)
+
+
+def test_compile_without_a_cpu_compiler_warns_and_trains_plain(data: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("CXX", raising=False)
+    monkeypatch.setattr(runtime, "CPU_COMPILERS", ("opflow-no-such-compiler++",))
+    with pytest.warns(RuntimeWarning, match=r"training.compile: .*no C\+\+ compiler was found.*the plain step runs"):
         res = train(run_of(data, epochs=2, loss="mse", loss_space="normalized", compile=True), data, tmp_path / "mse", progress=False)
-    assert res.complete
+    assert res.complete and "on cpu x 1, epochs" in (tmp_path / "mse" / LOG_NAME).read_text()
 
 
 def test_summed_loss_with_clip_c_equals_mean_loss_with_clip_c_over_batch(data: Path, tmp_path: Path) -> None:

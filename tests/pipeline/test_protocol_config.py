@@ -154,17 +154,19 @@ def test_a_diagnostic_config_is_the_paper_run_changed_only_where_it_says(path: P
         assert changed and changed <= stated, (changed, stated)
 
 
-def test_the_cuda_graphs_overlay_turns_capture_on_for_every_queued_pair_without_changing_its_run() -> None:
-    """config/cuda_graphs.yaml (scripts/device_session.sh --graphs): each lease pair's training job gets
-    training.cuda_graphs, and its run hash, so its checkpoint and published identity, stays the same."""
+@pytest.mark.parametrize(("overlay", "key"), [("cuda_graphs.yaml", "cuda_graphs"), ("compile.yaml", "compile")])
+def test_an_operational_overlay_turns_its_key_on_for_every_queued_pair_without_changing_its_run(overlay: str, key: str) -> None:
+    """config/cuda_graphs.yaml (scripts/device_session.sh --graphs) and config/compile.yaml (scripts/cpu_training.sh):
+    each queued pair's training job gets the key, and its run hash, so its checkpoint and published identity, stays
+    the same."""
     from opflow.config import job_run
     from opflow.queue import load_queue
 
     root = PROFILES["default"][0].parent
     plain = load_config_files([str(p) for p in PROFILES["default"]])
-    graphs = load_config_files([*(str(p) for p in PROFILES["default"]), str(root / "cuda_graphs.yaml")])
-    check_config(graphs)
+    overlaid = load_config_files([*(str(p) for p in PROFILES["default"]), str(root / overlay)])
+    check_config(overlaid)
     for e in load_queue():
-        before, after = resolve_run(plain, e.dataset, e.model, "x.nc"), resolve_run(graphs, e.dataset, e.model, "x.nc")
-        assert "cuda_graphs" not in job_run(before)["training"] and job_run(after)["training"]["cuda_graphs"] is True, e.pair
+        before, after = resolve_run(plain, e.dataset, e.model, "x.nc"), resolve_run(overlaid, e.dataset, e.model, "x.nc")
+        assert job_run(before)["training"].get(key, False) is False and job_run(after)["training"][key] is True, e.pair
         assert after["hash"] == before["hash"], e.pair
