@@ -13,7 +13,8 @@ Three ways to run it, chosen by the training settings, all computing the same st
   device value happens inside (the model's value checks are deferred, :mod:`opflow.hostsync`), so the
   host runs ahead of the GPU and is limited by kernel launches only.
 * **compiled** (``training.compile``): ``torch.compile`` of :func:`batch_loss` (forward, decode and
-  loss in one graph; the backward is compiled from it).
+  loss in one graph; the backward is compiled from it). Where the first step fails to compile, the run
+  goes on with the plain step after one warning line.
 * **CUDA graph** (``training.cuda_graphs``, CUDA only): the whole step, AdamW and clipping included,
   captured once into a ``torch.cuda.CUDAGraph`` and replayed per batch; the batch is copied into the
   captured input tensors. The captured Adam(W) update (:func:`opflow.optim.adam_step_on_device`) reads
@@ -137,7 +138,10 @@ class TrainStep:
         def loss_fn(b: Mapping[str, Any]) -> Tensor:
             return batch_loss(self.fwd_model, b, self.norms, self.cfg, autocast=self.autocast)
 
+        self._plain_loss_fn = loss_fn
         self.loss_fn: Callable[[Mapping[str, Any]], Tensor] = torch.compile(loss_fn) if compile else loss_fn
+        #: compiled, and no step has run through the compiled loss yet: the first one may fail to compile
+        self._compile_unproven = compile
         #: the captured graph and what it reads and writes (set by the first full batch)
         self.graph: torch.cuda.CUDAGraph | None = None
         self._static_batch: Any = None
@@ -160,11 +164,25 @@ class TrainStep:
             torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.cfg.grad_clip)
         self.optimizer.step()
 
-    def _eager(self, b: Mapping[str, Any]) -> Tensor:
+    def _loss_and_grads(self, b: Mapping[str, Any]) -> Tensor:
         loss = self.loss_fn(b)
         # with a graph captured, the gradients are its tensors: zero them in place, do not drop them
         self.optimizer.zero_grad(set_to_none=self.graph is None)
         self._scaled(loss, b["inputs"].shape[0]).backward()
+        return loss
+
+    def _eager(self, b: Mapping[str, Any]) -> Tensor:
+        if self._compile_unproven:
+            self._compile_unproven = False
+            try:  # torch.compile builds the forward at the first call and the backward at the first backward
+                loss = self._loss_and_grads(b)
+            except Exception as e:  # noqa: BLE001 - a failure to compile: the plain step, said once (a real error raises again there)
+                first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+                self.note(logging.WARNING, f"training.compile: the step could not be compiled ({type(e).__name__}: {first}); the plain step runs")
+                self.loss_fn = self._plain_loss_fn
+                loss = self._loss_and_grads(b)  # zero_grad first: nothing of the failed try is kept
+        else:
+            loss = self._loss_and_grads(b)
         self._update()
         return loss.detach()
 

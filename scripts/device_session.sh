@@ -37,10 +37,15 @@
 # config/cuda_graphs.yaml; operational, the run hashes do not change). Use it once the cudatests step has passed
 # on that kind of machine: a model with dropout whose capture fails stops instead of training. With the cudatests step
 # in the same command, the graphs are used only if it passed.
+# --compile: the trainings of the steps queue and train compile their loss (the overlay config/compile.yaml;
+# operational; a step that fails to compile trains plain after one warning line). The contingency when the captured
+# step does not work on the machine: torch.compile took the host's part of ONO's bf16 step from 139 to 71 ms (fifth
+# lease). Each training job compiles at its start (tens of seconds, not measured per model).
 set -uo pipefail
 deadline=560
 rehearse=0
 graphs=0
+compile=0
 steps="tests,ono,compile,train"
 while [[ $# -gt 0 ]]; do
     case "$1" in
@@ -48,9 +53,10 @@ while [[ $# -gt 0 ]]; do
         --steps) steps="$2"; shift 2 ;;
         --rehearse) rehearse=1; shift ;;
         --graphs) graphs=1; shift ;;
+        --compile) compile=1; shift ;;
         --queue) steps="queue"; shift ;;
         -h|--help) awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "$0"; exit 0 ;;
-        *) echo "device_session: unknown argument '$1' (use --steps LIST, --queue, --deadline SECONDS, --graphs, --rehearse)" >&2; exit 2 ;;
+        *) echo "device_session: unknown argument '$1' (use --steps LIST, --queue, --deadline SECONDS, --graphs, --compile, --rehearse)" >&2; exit 2 ;;
     esac
 done
 [[ "$deadline" =~ ^[0-9]+$ ]] || { echo "device_session: --deadline must be whole seconds, got '$deadline'" >&2; exit 2; }
@@ -62,6 +68,9 @@ want() { [[ ",$steps," == *",$1,"* ]]; }
 if want train && want queue; then echo "device_session: the steps train and queue both take the time that is left; pick one" >&2; exit 2; fi
 if [[ $graphs -eq 1 ]] && ! want train && ! want queue && ! want precision; then
     echo "device_session: --graphs applies to the trainings of the steps precision, queue and train, and --steps '$steps' has none of them" >&2; exit 2
+fi
+if [[ $compile -eq 1 ]] && ! want train && ! want queue; then
+    echo "device_session: --compile applies to the trainings of the steps queue and train, and --steps '$steps' has none of them" >&2; exit 2
 fi
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$root" || exit 2
@@ -82,21 +91,31 @@ device_install_wheels .release device_session || exit 2
 export PYTHONPATH="$root${PYTHONPATH:+:$PYTHONPATH}"
 nvidia-smi -L 2>/dev/null
 "$py" -c 'import torch; print("torch", torch.__version__, "cuda", torch.version.cuda, torch.cuda.is_available() and torch.cuda.get_device_name())'
-say "wheels installed; steps: $steps$([[ $graphs -eq 1 ]] && echo ', trainings with CUDA graphs')"
+say "wheels installed; steps: $steps$([[ $graphs -eq 1 ]] && echo ', trainings with CUDA graphs')$([[ $compile -eq 1 ]] && echo ', trainings compiled')"
 
 cores="$(nproc)"
 half=$(( cores > 1 ? cores / 2 : 1 ))
 lo="0-$(( half - 1 ))"; hi="$half-$(( cores - 1 ))"; [[ $cores -gt 1 ]] || hi="0"
 pin_lo=(); pin_hi=()
 if command -v taskset >/dev/null; then pin_lo=(taskset -c "$lo"); pin_hi=(taskset -c "$hi"); fi
-# Snakemake's --configfile takes its files in one option (a second --configfile replaces the first)
-graph_config=(); [[ $graphs -eq 1 ]] && graph_config=(--configfile config/cuda_graphs.yaml)
+cudatests_rc=""
+graphs_refused() { [[ $graphs -eq 1 && -n "$cudatests_rc" && "$cudatests_rc" != 0 ]]; }  # --graphs, cudatests failed
+# TARGETS...: the Snakemake arguments of training targets in $args: the profile's files (the rehearsal's quick profile)
+# and the overlays in effect now, in ONE --configfile option (a second --configfile replaces the first). The CUDA-graph
+# overlay is left out once the cudatests step has failed.
+train_args() {
+    local files=(); [[ $rehearse -eq 1 ]] && files+=(config/quick.yaml)
+    [[ $graphs -eq 1 ]] && ! graphs_refused && files+=(config/cuda_graphs.yaml)
+    [[ $compile -eq 1 ]] && files+=(config/compile.yaml)
+    args=(); [[ ${#files[@]} -gt 0 ]] && args=(--configfile "${files[@]}")
+    args+=(-- "$@")
+}
 if [[ $rehearse -eq 1 ]]; then
-    target=(--configfile config/quick.yaml "${graph_config[@]:1}" -- quick/results/darcy_ono.json)
+    train_args quick/results/darcy_ono.json; target=("${args[@]}")
     tests=(tests/opflow/test_metrics.py)
     bench=(--smoke); smoke=(--smoke)
 else
-    target=("${graph_config[@]}" -- results/darcy_ono.json)
+    train_args results/darcy_ono.json; target=("${args[@]}")
     tests=(tests)
     bench=(--device cuda --batch 8 --repeats 10 --threads 8 --epoch --samples 1000 --skip-components); smoke=()
 fi
@@ -146,8 +165,6 @@ if want capture; then
     timeout "$(budget 90)" "$py" -m benchmarks.graph_capture "${capargs[@]}" --out "$out/graph_capture_cuda.json" >"$logs/graph_capture.log" 2>&1
     say "graph_capture: exit $? ($(tail -n 1 "$logs/graph_capture.log"))"
 fi
-cudatests_rc=""
-graphs_refused() { [[ $graphs -eq 1 && -n "$cudatests_rc" && "$cudatests_rc" != 0 ]]; }  # --graphs, cudatests failed
 if want cudatests; then
     timeout "$(budget 120)" "$py" -m pytest -q -rs -p no:cacheprovider tests/opflow/test_train_step.py tests/opflow/test_train_device_data.py \
         -k "cuda" >"$logs/cudatests.log" 2>&1
@@ -184,7 +201,7 @@ if want train; then  # the paper run with what is left (device_run.sh packs its 
     wait "$data_pid"
     say "$(tail -n 1 "$logs/data.log")"
     minutes="$(awk -v s="$(left)" 'BEGIN { m = (s - 75) / 60; printf "%.1f", (m < 0.5 ? 0.5 : m) }')"
-    if graphs_refused; then target=(-- results/darcy_ono.json); say "darcy ONO: without CUDA graphs, the cudatests step did not pass"; fi
+    if graphs_refused; then train_args "${target[@]: -1}"; target=("${args[@]}"); say "darcy ONO: without CUDA graphs, the cudatests step did not pass"; fi
     say "darcy ONO: $minutes minutes of training"
     scripts/device_run.sh --minutes "$minutes" "${target[@]}"
     say "device_run exit $?"
@@ -198,9 +215,9 @@ if want queue; then  # the queue's next pairs with what is left, all trainings s
     jobs="$("$py" -m opflow.cli queue --next "$minutes" --share-gpu)"
     "$py" -m opflow.cli queue --next "$minutes" >"$logs/queue.md" 2>&1
     say "queue: ${chosen[*]:-nothing} (${minutes} min, $jobs GPU job(s) at a time)"
-    if graphs_refused; then graph_config=(); say "queue: without CUDA graphs, the cudatests step did not pass"; fi
-    queue_targets=("${graph_config[@]}" -- "${chosen[@]}")
-    [[ $rehearse -eq 1 ]] && queue_targets=("${target[@]}")  # the rehearsal trains the quick profile's target instead
+    graphs_refused && say "queue: without CUDA graphs, the cudatests step did not pass"
+    train_args "${chosen[@]}"; queue_targets=("${args[@]}")
+    [[ $rehearse -eq 1 ]] && { train_args quick/results/darcy_ono.json; queue_targets=("${args[@]}"); }  # the rehearsal: the quick profile's target instead
     if [[ ${#chosen[@]} -gt 0 ]]; then
         for t in "${chosen[@]}"; do  # a pair left unfinished by an earlier lease: its committed state
             pair="$(basename "$t" .json)"

@@ -151,6 +151,26 @@ def test_compile_on_the_cpu_trains_the_same_run(data: Path, tmp_path: Path) -> N
         assert a["train_loss"] == pytest.approx(b["train_loss"], rel=1e-4)
 
 
+def test_a_step_that_fails_to_compile_trains_plain_after_one_warning(data: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """An operational key: where torch.compile fails at the first step (a broken C++ toolchain, an operation
+    inductor cannot lower), the run goes on with the plain step, the same run as without the key."""
+    import opflow.train as train_module
+    import opflow.train_step as train_step
+
+    def broken_compile(fn, *a, **k):  # noqa: ANN001, ANN202 - torch.compile's stand-in
+        def compiled(*args, **kwargs):  # noqa: ANN202
+            raise RuntimeError("inductor: C++ compile error\n(details)")
+        return compiled
+
+    plain = train(run_of(data, epochs=2, loss="mse", loss_space="normalized"), data, tmp_path / "plain", progress=False)
+    monkeypatch.setattr(train_module, "compile_unsupported", lambda device: None)
+    monkeypatch.setattr(train_step.torch, "compile", broken_compile)
+    res = train(run_of(data, epochs=2, loss="mse", loss_space="normalized", compile=True), data, tmp_path / "broken", progress=False)
+    log = (tmp_path / "broken" / LOG_NAME).read_text()
+    assert log.count("training.compile: the step could not be compiled (RuntimeError: inductor: C++ compile error); the plain step runs") == 1
+    assert [c["train_loss"] for c in res.curves] == [c["train_loss"] for c in plain.curves]
+
+
 def test_compile_without_a_cpu_compiler_warns_and_trains_plain(data: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("CXX", raising=False)
     monkeypatch.setattr(runtime, "CPU_COMPILERS", ("opflow-no-such-compiler++",))

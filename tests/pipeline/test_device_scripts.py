@@ -169,6 +169,8 @@ def test_the_lease_script_refuses_bad_arguments_before_any_work(tmp_path: Path) 
     assert both.returncode == 2 and "train and queue both take the time that is left" in both.stderr
     graphs = subprocess.run([str(session), "--steps", "step", "--graphs"], env=env, capture_output=True, text=True, timeout=60)
     assert graphs.returncode == 2 and "--graphs applies to the trainings of the steps precision, queue and train" in graphs.stderr
+    compiled = subprocess.run([str(session), "--steps", "precision,step", "--compile"], env=env, capture_output=True, text=True, timeout=60)
+    assert compiled.returncode == 2 and "--compile applies to the trainings of the steps queue and train" in compiled.stderr
     assert not (tmp_path / "out").exists()  # refused before anything was started or written
     usage = subprocess.run([str(session), "--help"], capture_output=True, text=True, timeout=60)
     assert usage.returncode == 0 and "--rehearse" in usage.stdout and "set -uo" not in usage.stdout
