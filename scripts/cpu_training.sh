@@ -12,6 +12,13 @@
 #   scripts/cpu_training.sh pause    stop it where it is (SIGSTOP) before a timing that must have the cores alone
 #   scripts/cpu_training.sh resume   let it go on (SIGCONT)
 #   scripts/cpu_training.sh stop     end it (SIGINT; the last finished epoch's checkpoint stays); `start` resumes it
+#   scripts/cpu_training.sh aside -- COMMAND...
+#                                    run COMMAND with the training paused, and resume it afterwards (also when COMMAND
+#                                    fails or is interrupted); COMMAND's exit status. For anything heavy, tests too:
+#                                    beside the training, multi-threaded torch work on the 2 cores runs 10-50x slower
+#                                    (the quick ONO epoch 37 s with 2 threads, 113 s with 4, against 2.2 s alone; each
+#                                    process's OpenMP barriers wait for threads that the other one holds off the cores),
+#                                    and so does the training's epoch (400 s instead of 80 s)
 #   scripts/cpu_training.sh snapshot where it stands, for the repository: train.log and curves.csv/json of
 #                                    models/<pair>/ into published/<pair>/ with curves.png, and `opflow docs`, which
 #                                    rewrites the '<!-- generated: run-progress -->' block of published/<pair>/README.md
@@ -30,8 +37,9 @@ cd "$root" || exit 2
 state="${CPU_TRAINING_STATE:-logs}"
 pidfile="$state/cpu_training.pgid"
 py="$root/.venv/bin/python"; [[ -x "$py" ]] || py=python3
-usage() { echo "usage: scripts/cpu_training.sh start|status|pause|resume|stop|snapshot" >&2; exit 2; }
-[[ $# -eq 1 ]] || usage
+usage() { echo "usage: scripts/cpu_training.sh start|status|pause|resume|stop|snapshot, or aside -- COMMAND..." >&2; exit 2; }
+[[ $# -ge 1 ]] || usage
+[[ "$1" == aside || $# -eq 1 ]] || usage
 
 pgid() { [[ -s "$pidfile" ]] && tr -d ' \n' <"$pidfile"; }
 alive() { local g; g="$(pgid)" && [[ -n "$g" ]] && kill -0 -- "-$g" 2>/dev/null; }
@@ -86,6 +94,19 @@ case "$1" in
     pause) signal STOP pause "paused" ;;
     resume) signal CONT resume "resumed" ;;
     stop) alive && kill -CONT -- "-$(pgid)"; signal INT stop "stopped; 'start' resumes it from its last checkpoint" ;;
+    aside)
+        shift; [[ "${1:-}" == -- ]] && shift
+        [[ $# -ge 1 ]] || { echo "cpu_training: aside needs a command: scripts/cpu_training.sh aside -- make test" >&2; exit 2; }
+        held=0
+        if alive && ! paused; then
+            kill -STOP -- "-$(pgid)" && held=1 && echo "cpu_training: paused (process group $(pgid)) while: $*"
+        fi
+        # resume also when COMMAND fails or this script is interrupted
+        trap '[[ $held -eq 1 ]] && kill -CONT -- "-$(pgid)" 2>/dev/null && echo "cpu_training: resumed (process group $(pgid))"; held=0' EXIT
+        trap 'exit 130' INT TERM
+        "$@"
+        exit $?
+        ;;
     snapshot)
         for t in $(targets); do
             pair="$(basename "$t" .json)"; src="models/$pair"; dst="published/$pair"

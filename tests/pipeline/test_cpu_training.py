@@ -51,11 +51,38 @@ def test_pause_resume_and_stop_reach_the_process_group(tmp_path: Path, group: su
     assert run("status", tmp_path).stdout.startswith("cpu_training: not running")
 
 
+def aside(state: Path, *command: str) -> subprocess.CompletedProcess:
+    return subprocess.run([str(SCRIPT), "aside", "--", *command], env={**os.environ, "CPU_TRAINING_STATE": str(state)},
+                          capture_output=True, text=True, timeout=120)
+
+
+def test_aside_runs_a_command_with_the_training_paused_and_resumes_it_whatever_its_outcome(tmp_path: Path, group: subprocess.Popen) -> None:
+    """Heavy work beside the training is 10-50x slower, and so is the training: `aside` holds it for one command."""
+    paused_inside = f'test "$(cut -d")" -f2 /proc/{group.pid}/stat | cut -d" " -f2)" = T'
+    done = aside(tmp_path, "bash", "-c", f"{paused_inside} && exit 3")  # a failing command: its status, and the training resumed
+    assert done.returncode == 3, done.stderr
+    assert "cpu_training: paused (process group" in done.stdout and "cpu_training: resumed (process group" in done.stdout
+    time.sleep(0.2)
+    assert stat_of(group.pid) != "T"
+    assert run("pause", tmp_path).returncode == 0  # paused by hand before: still paused after
+    assert aside(tmp_path, "true").returncode == 0
+    time.sleep(0.2)
+    assert stat_of(group.pid) == "T"
+    assert run("resume", tmp_path).returncode == 0
+    missing = subprocess.run([str(SCRIPT), "aside"], env={**os.environ, "CPU_TRAINING_STATE": str(tmp_path)}, capture_output=True, text=True, timeout=60)
+    assert missing.returncode == 2 and "aside needs a command" in missing.stderr
+
+
+def test_aside_without_a_training_runs_the_command(tmp_path: Path) -> None:
+    done = aside(tmp_path, "bash", "-c", "echo ran")
+    assert done.returncode == 0 and done.stdout.strip() == "ran"
+
+
 def test_nothing_running_and_bad_commands_are_named(tmp_path: Path) -> None:
     paused = run("pause", tmp_path)
     assert paused.returncode == 1 and "cpu_training: not running (nothing to pause)" in paused.stderr
     bad = run("restart", tmp_path)
-    assert bad.returncode == 2 and "usage: scripts/cpu_training.sh start|status|pause|resume|stop|snapshot" in bad.stderr
+    assert bad.returncode == 2 and "usage: scripts/cpu_training.sh start|status|pause|resume|stop|snapshot, or aside -- COMMAND..." in bad.stderr
     status = run("status", tmp_path)
     assert status.returncode == 0 and status.stdout.startswith("cpu_training: not running")
 
