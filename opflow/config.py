@@ -215,7 +215,7 @@ class TrainConfig(_Settings):
     divergence_factor: Annotated[Float, Field(gt=1)] | None = 10.0
     #: epochs in a row above the factor before the run is stopped (a single spike passes)
     divergence_patience: PosInt = 3
-    #: CPU threads of the training process (Snakemake ``threads``)
+    #: CPU threads of the training process (Snakemake ``threads``), at most the CPUs it may run on
     threads: PosInt = 4
     #: processes (GPUs) per run: > 1 launches ``torchrun --nproc_per_node`` (DDP)
     nproc: PosInt = 1
@@ -254,7 +254,7 @@ class EvalConfig(_Settings):
     device: Device = "auto"
     #: GPUs the evaluation job asks the scheduler for (Snakemake resource ``gpu``)
     gpus: NonNegInt = Field(0, le=1)
-    #: CPU threads of the evaluation process (Snakemake ``threads``)
+    #: CPU threads of the evaluation process (Snakemake ``threads``), at most the CPUs it may run on
     threads: PosInt = 4
 
     @model_validator(mode="after")
