@@ -10,9 +10,11 @@ minutes for the whole protocol and where that estimate comes from. Nothing else 
 * **state**, from ``published/<dataset>_<model>/``: ``done`` when ``record.json`` is there (published
   with :mod:`opflow.publish`), ``in progress`` when ``checkpoint.pt`` is (the state a lease left,
   committed; its epochs from ``curves.json``), else ``pending``; ``blocked`` when the entry says why;
-  ``on the CPU`` when the entry says ``on_cpu`` (the one long CPU training of the development machine,
-  between leases: ``scripts/cpu_training.sh``; its epochs from ``models/<dataset>_<model>/curves.json``
-  of the working tree). Neither is given to a lease;
+  ``on the CPU`` for the CPU machine's one long training between leases (``scripts/cpu_training.sh``; its
+  epochs from ``models/<dataset>_<model>/curves.json`` of the working tree): the first pair of the
+  file's ``cpu:`` list that is neither done nor in progress on a GPU. The CPU trains that list one pair
+  at a time, in its order; a later pair of it stays open to the leases until its turn. Neither
+  ``blocked`` nor ``on the CPU`` is given to a lease;
 * **remaining minutes** = the estimate times the share of epochs still to train.
 
 :func:`next_pairs` picks what a lease of ``minutes`` of training trains: the first pair not done (even
@@ -56,7 +58,9 @@ class QueueEntry:
     source: str
     share_gpu: bool
     blocked: str | None
-    on_cpu: str | None = None
+    #: the note of its place in the file's ``cpu:`` list (where, since when, at what cost), and that place
+    cpu_note: str | None = None
+    cpu_rank: int | None = None
     numbers: int = 0
     state: str = "pending"
     epochs_done: int = 0
@@ -91,8 +95,8 @@ class QueueEntry:
 
 
 def load_queue(path: str | Path = DEFAULT_QUEUE) -> list[QueueEntry]:
-    """The entries of ``path`` (``queue:`` list of ``{pair, gpu_minutes, source, share_gpu?, blocked?, on_cpu?}``),
-    each checked: a :class:`ConfigError` names the entry and the key."""
+    """The entries of ``path`` (``queue:`` list of ``{pair, gpu_minutes, source, share_gpu?, blocked?}``; ``cpu:``
+    list of ``{pair, note}``, the CPU's order), each checked: a :class:`ConfigError` names the entry and the key."""
     path = Path(path)
     try:
         doc = yaml.safe_load(path.read_text())
@@ -101,7 +105,7 @@ def load_queue(path: str | Path = DEFAULT_QUEUE) -> list[QueueEntry]:
     if not isinstance(doc, Mapping) or not isinstance(doc.get("queue"), list):
         raise ConfigError(f"{path}: the queue file needs a top-level 'queue:' list of entries")
     out, seen = [], set()
-    allowed = {"pair", "gpu_minutes", "source", "share_gpu", "blocked", "on_cpu"}
+    allowed = {"pair", "gpu_minutes", "source", "share_gpu", "blocked"}
     for i, e in enumerate(doc["queue"]):
         where = f"{path.name}: queue[{i}]"
         if not isinstance(e, Mapping):
@@ -123,14 +127,38 @@ def load_queue(path: str | Path = DEFAULT_QUEUE) -> list[QueueEntry]:
         blocked = e.get("blocked")
         if blocked is not None and not (isinstance(blocked, str) and blocked.strip()):
             raise ConfigError(f"{where} ({pair}): blocked, when given, is the reason (text)")
-        on_cpu = e.get("on_cpu")
-        if on_cpu is not None and not (isinstance(on_cpu, str) and on_cpu.strip()):
-            raise ConfigError(f"{where} ({pair}): on_cpu, when given, says since when and where it trains (text)")
-        if blocked is not None and on_cpu is not None:
-            raise ConfigError(f"{where} ({pair}): blocked and on_cpu exclude each other; keep one")
         dataset, model = pair.split("/")
-        out.append(QueueEntry(dataset, model, float(minutes), e["source"].strip(), bool(e.get("share_gpu", False)), blocked, on_cpu))
+        out.append(QueueEntry(dataset, model, float(minutes), e["source"].strip(), bool(e.get("share_gpu", False)), blocked))
+    _cpu_order(doc.get("cpu", []), path, {e.pair: e for e in out})
     return out
+
+
+def _cpu_order(cpu: Any, path: Path, entries: Mapping[str, QueueEntry]) -> None:
+    """Mark the pairs of the ``cpu:`` list with their place and note (:attr:`QueueEntry.cpu_rank`, ``cpu_note``)."""
+    if not isinstance(cpu, list):
+        raise ConfigError(f"{path.name}: cpu, when given, is a list of {{pair, note}} in the order the CPU trains them")
+    for i, c in enumerate(cpu):
+        where = f"{path.name}: cpu[{i}]"
+        if not isinstance(c, Mapping) or set(c) != {"pair", "note"} or not isinstance(c["note"], str) or not c["note"].strip():
+            raise ConfigError(f"{where}: an entry is {{pair, note}}: the pair and where, since when or at what cost it trains on the CPU")
+        e = entries.get(c["pair"])
+        if e is None:
+            raise ConfigError(f"{where}: {c['pair']!r} is not a pair of the queue: add it to queue: (with its GPU minutes) first")
+        if e.cpu_rank is not None:
+            raise ConfigError(f"{where}: {e.pair} is listed twice")
+        if e.blocked:
+            raise ConfigError(f"{where} ({e.pair}): the pair is blocked ({e.blocked}); remove it from cpu: or unblock it")
+        e.cpu_rank, e.cpu_note = i, c["note"].strip()
+
+
+def cpu_pair(entries: Sequence[QueueEntry], published: str | Path = DEFAULT_PUBLISHED) -> QueueEntry | None:
+    """The CPU's pair now: the first of the ``cpu:`` list that is neither done (``record.json``) nor in progress on a
+    GPU (``checkpoint.pt`` committed by a lease) in ``published``."""
+    for e in sorted((e for e in entries if e.cpu_rank is not None), key=lambda e: e.cpu_rank):
+        folder = Path(published) / e.folder
+        if not (folder / "record.json").exists() and not (folder / "checkpoint.pt").exists():
+            return e
+    return None
 
 
 def _curves(path: Path) -> list[dict[str, Any]]:
@@ -146,6 +174,7 @@ def derive(entries: Sequence[QueueEntry], reference: Sequence[Any], published: s
     (from ``published``, and ``models`` for a pair on the CPU; ``epochs``: the protocol's epochs per pair,
     for the remaining share), and sort by value (module docstring). Closed pairs go last, in queue order."""
     published = Path(published)
+    current = cpu_pair(entries, published)
     for e in entries:
         e.numbers = sum(1 for r in reference if (r.dataset, r.model) == (e.dataset, e.model))
         folder = published / e.folder
@@ -154,7 +183,7 @@ def derive(entries: Sequence[QueueEntry], reference: Sequence[Any], published: s
             e.state = "done"
         elif e.blocked:
             e.state = "blocked"
-        elif e.on_cpu:
+        elif e is current:
             e.state = "on the CPU"
             e.curves = _curves(Path(models) / e.folder / "curves.json")
             e.epochs_done = len(e.curves)
@@ -203,7 +232,8 @@ def table(entries: Sequence[QueueEntry]) -> str:
         left = time_left(e.curves, e.epochs) if e.state == "on the CPU" and e.epochs else ""
         state = e.state + (f" ({e.epochs_done} of {e.epochs} epochs{', ' + left + ' at its pace' if left else ''})"
                            if e.state in ("in progress", "on the CPU") else "")
-        state += f": {e.blocked}" if e.blocked else f": {e.on_cpu}" if e.state == "on the CPU" else ""
+        state += f": {e.blocked}" if e.blocked else f": {e.cpu_note}" if e.state == "on the CPU" else ""
+        state += f" (on the CPU's list, place {e.cpu_rank + 1}: {e.cpu_note})" if e.state == "pending" and e.cpu_note else ""
         lines.append(f"| {i} | {e.pair} | {state} | {e.numbers} | {e.gpu_minutes:.0f} / {e.remaining_minutes:.0f} | "
                      f"{60 * e.value:.2f} | {e.source} |")
     return "\n".join(lines)
@@ -217,7 +247,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--next", type=float, default=None, metavar="MINUTES", help="only the pairs a lease with MINUTES of training takes")
     p.add_argument("--targets", action="store_true", help="print the Snakemake targets (with --next), one line")
     p.add_argument("--share-gpu", action="store_true", help="with --next: print 2 when every chosen pair may share the GPU, else 1")
-    p.add_argument("--cpu-targets", action="store_true", help="print the Snakemake targets of the unfinished pairs marked on_cpu (scripts/cpu_training.sh), one line")
+    p.add_argument("--cpu-targets", action="store_true", help="print the Snakemake target of the CPU's pair now (the cpu: list; scripts/cpu_training.sh)")
 
 
 def run(a: argparse.Namespace) -> int:
@@ -253,4 +283,4 @@ def _run(a: argparse.Namespace) -> int:
     return 0
 
 
-__all__ = ["QueueEntry", "derive", "load_queue", "next_pairs", "protocol_epochs", "table"]
+__all__ = ["QueueEntry", "cpu_pair", "derive", "load_queue", "next_pairs", "protocol_epochs", "table"]

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The one long training of the CPU machine: in the background between GPU leases, resumed across sessions.
 #
-# The pair is the queue's entry marked `on_cpu` (config/queue.yaml; `opflow queue --cpu-targets` prints its target).
+# The pair is the first of the `cpu:` list of config/queue.yaml that is neither done nor in progress on a GPU (`opflow queue
+# --cpu-targets` prints its target): once a pair is published (`snapshot`), the next `start` trains the next one.
 # Snakemake trains it on every core; the trainer keeps a checkpoint after each epoch, so `start` in a later session
 # (after the machine stopped everything) goes on from the last finished epoch.
 #
@@ -58,7 +59,7 @@ case "$1" in
             cmd=(bash -c "$CPU_TRAINING_COMMAND"); what="'$CPU_TRAINING_COMMAND'"
         else
             t="$(targets)" || exit 2
-            [[ -n "$t" ]] || { echo "cpu_training: no unfinished pair is marked on_cpu in config/queue.yaml" >&2; exit 2; }
+            [[ -n "$t" ]] || { echo "cpu_training: every pair of the cpu: list of config/queue.yaml is done or in progress on a GPU; add the next one there" >&2; exit 2; }
             if compgen -G ".snakemake/locks/*" >/dev/null; then
                 if pgrep -f "snakemake" >/dev/null; then
                     echo "cpu_training: the working directory is locked and a Snakemake process runs on this machine: wait for it," \

@@ -51,8 +51,11 @@ def test_the_committed_queue_loads_and_names_only_pairs_of_the_paper_profile():
     ("queue: [{pair: a/m, gpu_minutes: 1}]", "source must say where"),
     ("queue: [{pair: a/m, gpu_minutes: 1, source: x, when: now}]", r"unknown key\(s\) \['when'\]"),
     ("queue: [{pair: a/m, gpu_minutes: 1, source: x}, {pair: a/m, gpu_minutes: 2, source: y}]", "queued twice"),
-    ("queue: [{pair: a/m, gpu_minutes: 1, source: x, on_cpu: ''}]", "on_cpu, when given, says since when"),
-    ("queue: [{pair: a/m, gpu_minutes: 1, source: x, on_cpu: since, blocked: why}]", "blocked and on_cpu exclude each other"),
+    ("queue: [{pair: a/m, gpu_minutes: 1, source: x}]\ncpu: [{pair: a/m, note: ''}]", r"cpu\[0\]: an entry is \{pair, note\}"),
+    ("queue: [{pair: a/m, gpu_minutes: 1, source: x}]\ncpu: [{pair: b/m, note: soon}]", "'b/m' is not a pair of the queue"),
+    ("queue: [{pair: a/m, gpu_minutes: 1, source: x}]\ncpu: [{pair: a/m, note: x}, {pair: a/m, note: y}]", r"cpu\[1\]: a/m is listed twice"),
+    ("queue: [{pair: a/m, gpu_minutes: 1, source: x, blocked: why}]\ncpu: [{pair: a/m, note: x}]", r"the pair is blocked \(why\)"),
+    ("queue: [{pair: a/m, gpu_minutes: 1, source: x}]\ncpu: {pair: a/m}", "cpu, when given, is a list"),
 ])
 def test_a_bad_queue_entry_is_named(tmp_path, text, msg):
     with pytest.raises(ConfigError, match=msg):
@@ -94,7 +97,7 @@ def test_the_command_prints_the_table_and_the_next_targets(tmp_path, capsys):
 
 
 def test_a_pair_trained_on_the_cpu_is_kept_out_of_the_leases_with_its_epochs_from_the_working_tree(tmp_path, capsys):
-    text = QUEUE + "  - {pair: f/m, gpu_minutes: 1, source: measured, on_cpu: since today}\n"
+    text = QUEUE + "  - {pair: f/m, gpu_minutes: 1, source: measured}\ncpu:\n  - {pair: f/m, note: since today}\n"
     models = tmp_path / "models"
     (models / "f_m").mkdir(parents=True)
     (models / "f_m" / "curves.json").write_text(json.dumps([{"epoch": i, "epoch_time_s": 60.0} for i in range(1, 11)]))
@@ -107,3 +110,23 @@ def test_a_pair_trained_on_the_cpu_is_kept_out_of_the_leases_with_its_epochs_fro
     assert "is not a dataset/model pair of the paper profile" in capsys.readouterr().err
     assert main(["queue", "--cpu-targets"]) == 0  # the committed queue's CPU training
     assert all(t.startswith("results/") and t.endswith(".json") for t in capsys.readouterr().out.split())
+
+
+def test_the_cpu_trains_its_list_in_order_skipping_what_a_lease_finished_or_started(tmp_path):
+    """Only the CPU's pair now is out of the leases; the later ones stay open to them until their turn."""
+    text = QUEUE + "cpu:\n  - {pair: e/m, note: first}\n  - {pair: b/m, note: second}\n  - {pair: a/m, note: third}\n"
+    pub = tmp_path / "published"
+
+    def states() -> dict[str, str]:
+        return {e.pair: e.state for e in derive(load_queue(write(tmp_path, text)), [], pub, {})}
+
+    assert states()["e/m"] == "on the CPU" and states()["b/m"] == "pending"
+    line = next(ln for ln in table(derive(load_queue(write(tmp_path, text)), [], pub, {})).splitlines() if "| b/m |" in ln)
+    assert "pending (on the CPU's list, place 2: second)" in line
+    (pub / "e_m").mkdir(parents=True)
+    (pub / "e_m" / "record.json").write_text("{}")  # the CPU's first pair published: the second one's turn
+    assert states()["e/m"] == "done" and states()["b/m"] == "on the CPU"
+    (pub / "b_m").mkdir()
+    (pub / "b_m" / "checkpoint.pt").write_bytes(b"x")  # a lease had started it (hypothetically): the GPU keeps it
+    s = states()
+    assert s["b/m"] == "in progress" and s["a/m"] == "on the CPU"

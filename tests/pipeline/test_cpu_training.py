@@ -127,7 +127,7 @@ def test_snapshot_writes_where_the_run_stands_and_publishes_it_once_finished(tmp
 
     repo, env = repository_copy(tmp_path)
     # a queue of one pair, on the CPU, with the page an author writes for it (whatever trains on the CPU today)
-    (repo / "config/queue.yaml").write_text('queue:\n  - {pair: darcy141/gt, gpu_minutes: 10, source: "a test", on_cpu: "a test"}\n')
+    (repo / "config/queue.yaml").write_text('queue:\n  - {pair: darcy141/gt, gpu_minutes: 10, source: "a test"}\ncpu:\n  - {pair: darcy141/gt, note: "a test"}\n')
     pair, target = "darcy141_gt", "results/darcy141_gt.json"
     (repo / "published" / pair).mkdir(parents=True)
     (repo / "published" / pair / "README.md").write_text("# GT on darcy141: in progress\n\n<!-- generated: run-progress -->\n<!-- /generated -->\n")
