@@ -2,9 +2,9 @@
 # The one long training of the CPU machine: in the background between GPU leases, resumed across sessions.
 #
 # The pair is the first of the `cpu:` list of config/queue.yaml that is neither done nor in progress on a GPU (`opflow queue
-# --cpu-targets` prints its target): once a pair is published (`snapshot`), the next `start` trains the next one.
-# Snakemake trains it on every core; the trainer keeps a checkpoint after each epoch, so `start` in a later session
-# (after the machine stopped everything) goes on from the last finished epoch.
+# --cpu-targets` prints its target). Snakemake trains and evaluates it on every core, `snapshot` publishes it, and the
+# next pair of the list follows in the same background run. The trainer keeps a checkpoint after each epoch, so `start`
+# in a later session (after the machine stopped everything) goes on from the last finished epoch.
 #
 # Usage (repository root, with the project's .venv):
 #   scripts/cpu_training.sh start    start it, or resume it from its checkpoint; refuses while it runs. A Snakemake lock
@@ -30,6 +30,7 @@
 # leaves it out. Keep the same choice until the pair is evaluated: the overlay is in the training job's params, so
 # Snakemake reruns a finished training whose params changed.
 # CPU_TRAINING_STATE (default logs/) is the folder of its process-group file and log; CORES (default all) its cores;
+# CPU_TRAINING_SNAKEMAKE (tests) a command that the list runs instead of `python -m snakemake`;
 # CPU_TRAINING_COMMAND (tests) a shell command that `start` runs instead of the training.
 set -uo pipefail
 
@@ -68,10 +69,7 @@ case "$1" in
                 fi
                 "$py" -m snakemake --unlock >/dev/null 2>&1 && echo "cpu_training: removed the lock of an earlier, killed Snakemake run"
             fi
-            # shellcheck disable=SC2206  # the targets are words
-            # config/compile.yaml: torch.compile on the CPU (operational, the run is the same; GNOT 1.10x on 2 cores)
-            overlay=(); [[ "${CPU_TRAINING_COMPILE:-1}" == 1 ]] && overlay=(--configfile config/compile.yaml)
-            cmd=("$py" -m snakemake --cores "${CORES:-$(nproc)}" --rerun-incomplete "${overlay[@]}" -- $t); what="$t${overlay:+ (with config/compile.yaml)}"
+            cmd=("$root/scripts/cpu_training.sh" _list); what="$t, then the next pairs of the cpu: list"
         fi
         # A session and process group of its own (setsid), so that pause / resume / stop reach Snakemake and its jobs
         # together. SIGINT back to its default (env --default-signal): bash starts a background command of a script with
@@ -95,6 +93,22 @@ case "$1" in
     pause) signal STOP pause "paused" ;;
     resume) signal CONT resume "resumed" ;;
     stop) alive && kill -CONT -- "-$(pgid)"; signal INT stop "stopped; 'start' resumes it from its last checkpoint" ;;
+    _list)  # what `start` runs in the background: the cpu: list's pairs one after the other, each published when done
+        # config/compile.yaml: torch.compile on the CPU (operational, the run is the same; GNOT 1.10x on 2 cores)
+        overlay=(); [[ "${CPU_TRAINING_COMPILE:-1}" == 1 ]] && overlay=(--configfile config/compile.yaml)
+        smk=("$py" -m snakemake)
+        # shellcheck disable=SC2206  # the tests' stand-in for Snakemake: a command line
+        [[ -n "${CPU_TRAINING_SNAKEMAKE:-}" ]] && smk=($CPU_TRAINING_SNAKEMAKE)
+        while t="$(targets)" && [[ -n "$t" ]]; do
+            echo "cpu_training: $(date -u +%FT%TZ) training $t${overlay:+ (with config/compile.yaml)}"
+            # shellcheck disable=SC2086  # the target is one word
+            "${smk[@]}" --cores "${CORES:-$(nproc)}" --rerun-incomplete "${overlay[@]}" -- $t || exit $?
+            "$0" snapshot || exit $?  # trained and evaluated: published, and the next pair's turn
+            pair="$(basename "$t" .json)"
+            [[ -f "published/$pair/record.json" ]] || { echo "cpu_training: $t ended without a record in published/$pair/; stopping here" >&2; exit 1; }
+        done
+        echo "cpu_training: $(date -u +%FT%TZ) every pair of the cpu: list is done or in progress on a GPU"
+        ;;
     aside)
         shift; [[ "${1:-}" == -- ]] && shift
         [[ $# -ge 1 ]] || { echo "cpu_training: aside needs a command: scripts/cpu_training.sh aside -- make test" >&2; exit 2; }

@@ -155,3 +155,43 @@ def test_snapshot_writes_where_the_run_stands_and_publishes_it_once_finished(tmp
     record = json.loads((repo / "published" / pair / "record.json").read_text())
     assert record["run_hash"] == paper_hash and "CPU in the background" in record["note"]
     assert not (repo / "published" / pair / "README.md").exists()
+
+
+def test_start_trains_the_cpu_list_one_pair_after_the_other_and_stops_at_a_failure(tmp_path: Path) -> None:
+    """In a copy of the repository, with a stand-in for Snakemake that 'publishes' the pair it is given (its record):
+    the list's pairs run in order, each with the compile overlay, and the list stops at the first one that fails."""
+    from repo_copy import repository_copy
+
+    repo, env = repository_copy(tmp_path)
+    (repo / "config/queue.yaml").write_text(
+        "queue:\n" + "".join(f"  - {{pair: {p}, gpu_minutes: 10, source: a test}}\n" for p in ("darcy141/gt", "darcy141/ft", "darcy211/gt"))
+        + "cpu:\n" + "".join(f"  - {{pair: {p}, note: a test}}\n" for p in ("darcy141/ft", "darcy141/gt", "darcy211/gt")))
+    calls = tmp_path / "calls.txt"
+    fake = tmp_path / "fake_snakemake.sh"  # records its arguments; fails for darcy141_gt when told to
+    fake.write_text(f"""#!/bin/bash
+echo "$*" >> {calls}
+t="${{@: -1}}"; pair="$(basename "$t" .json)"
+[[ -n "${{FAIL:-}}" && "$pair" == "$FAIL" ]] && exit 1
+mkdir -p "published/$pair" && cp published/darcy_gt/* "published/$pair/"  # a record, as `opflow docs` reads it
+""")
+    fake.chmod(0o755)
+
+    def start_and_wait(first: str, **extra: str) -> str:
+        e = {**env, "CPU_TRAINING_STATE": str(tmp_path / "state"), "CPU_TRAINING_SNAKEMAKE": str(fake), "CORES": "1", **extra}
+        started = subprocess.run([str(repo / "scripts/cpu_training.sh"), "start"], cwd=repo, env=e, capture_output=True, text=True, timeout=120)
+        assert started.returncode == 0 and f"{first}, then the next pairs of the cpu: list" in started.stdout, started.stdout + started.stderr
+        pgid = int((tmp_path / "state" / "cpu_training.pgid").read_text())
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline and subprocess.run(["pgrep", "-g", str(pgid)], capture_output=True).returncode == 0:
+            time.sleep(0.5)
+        return (tmp_path / "state" / "cpu_training.log").read_text()
+
+    log = start_and_wait("results/darcy141_ft.json", FAIL="darcy141_gt")
+    trained = [line.split()[-1] for line in calls.read_text().splitlines()]
+    assert trained == ["results/darcy141_ft.json", "results/darcy141_gt.json"], log  # in the list's order, stopped at the failure
+    assert all("--configfile config/compile.yaml --" in line for line in calls.read_text().splitlines())
+    assert not (repo / "published/darcy211_gt/record.json").exists()
+    calls.unlink()
+    log = start_and_wait("results/darcy141_gt.json")  # started again: the failed pair, then the rest
+    assert [line.split()[-1] for line in calls.read_text().splitlines()] == ["results/darcy141_gt.json", "results/darcy211_gt.json"], log
+    assert "every pair of the cpu: list is done or in progress on a GPU" in log
