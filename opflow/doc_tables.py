@@ -200,6 +200,15 @@ def run_progress(repo: Path, page: Path) -> str:
     return "\n".join(["| | |", "| --- | --- |", *(f"| {k} | {v} |" for k, v in rows)])
 
 
+def progress_page(pair: str, trained_by: str) -> str:
+    """The page of a run in progress, ``published/<pair>/README.md``, as the scripts write it where there is none
+    (``scripts/queue_pull.sh`` for a lease's unfinished pair, ``scripts/cpu_training.sh snapshot`` for the CPU's):
+    what it is, then the :data:`PROGRESS_BLOCK` that :func:`run_progress` fills. ``opflow publish`` removes it."""
+    return (f"# {pair} at the paper protocol: not finished\n\n{trained_by.strip()} Target `results/{pair}.json` of the paper profile.\n\n"
+            "Where it stands (written by `opflow docs` from `curves.json` and `train.log`):\n\n"
+            f"<!-- generated: {PROGRESS_BLOCK} -->\n<!-- /generated -->\n")
+
+
 #: blocks whose text depends on the page that holds them: the generator gets the repository and the page
 PAGE_BLOCKS: dict[str, Callable[[Path, Path], str]] = {PROGRESS_BLOCK: run_progress}
 
@@ -268,11 +277,20 @@ def write(repo: Path = REPO) -> list[Path]:
 def add_arguments(p: argparse.ArgumentParser) -> None:
     """The options of ``opflow docs``."""
     p.add_argument("--check", action="store_true", help="write nothing; exit 1 naming each generated block that differs")
+    p.add_argument("--progress-page", nargs=2, action="append", default=[], metavar=("FOLDER", "TRAINED_BY"),
+                   help="first write FOLDER/README.md, the page of a run in progress, where there is none (TRAINED_BY: how it "
+                        "trains); may be given several times")
 
 
 def run(a: argparse.Namespace) -> int:
     """``opflow docs``: rewrite (or with --check compare) the generated blocks."""
     try:
+        for where, by in [] if a.check else a.progress_page:
+            folder = REPO / where
+            if not (folder / "README.md").exists():
+                folder.mkdir(parents=True, exist_ok=True)
+                atomic_write_text(folder / "README.md", progress_page(folder.name, by))
+                print(f"wrote {(folder / 'README.md').relative_to(REPO)}")
         if a.check:
             bad = stale()
             for page, name in bad:

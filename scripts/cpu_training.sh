@@ -23,6 +23,7 @@
 #   scripts/cpu_training.sh snapshot where it stands, for the repository: train.log and curves.csv/json of
 #                                    models/<pair>/ into published/<pair>/ with curves.png, and `opflow docs`, which
 #                                    rewrites the '<!-- generated: run-progress -->' block of published/<pair>/README.md
+#                                    (a page with that block is written for a pair that has none)
 #                                    (the checkpoint stays in models/: committed, it would be over what a GPU command
 #                                    carries); once results/<pair>.json exists, `opflow publish` instead: the record.
 #                                    Then commit published/<pair>/
@@ -123,6 +124,7 @@ case "$1" in
         exit $?
         ;;
     snapshot)
+        pages=()
         for t in $(targets); do
             pair="$(basename "$t" .json)"; src="models/$pair"; dst="published/$pair"
             if [[ -f "$t" ]]; then  # trained and evaluated: the record (it removes the page of the run in progress)
@@ -130,14 +132,14 @@ case "$1" in
                 continue
             fi
             [[ -f "$src/curves.json" ]] || { echo "cpu_training: $t has no finished epoch yet; nothing to snapshot"; continue; }
-            [[ -f "$dst/README.md" ]] || { echo "cpu_training: $dst/README.md is missing: write what the run is, with a" \
-                "'<!-- generated: run-progress -->' ... '<!-- /generated -->' block for where it stands" >&2; exit 2; }
+            mkdir -p "$dst"
             cp "$src/train.log" "$src/curves.csv" "$src/curves.json" "$dst/"
+            pages+=(--progress-page "$dst" "Trained in the background on the development machine's CPU between GPU leases (the \`cpu:\` list of \`config/queue.yaml\`, \`scripts/cpu_training.sh\`), resumed across sessions; its checkpoint stays in that machine's \`models/$pair/\`, not in git.")
             "$py" -c 'import json, sys; from opflow.plots import plot_curves; plot_curves(json.load(open(sys.argv[1])), sys.argv[2], title=sys.argv[3])' \
                 "$dst/curves.json" "$dst/curves.png" "$pair (in progress)" || exit 1
             echo "cpu_training: $dst: epoch $("$py" -c 'import json, sys; print(json.load(open(sys.argv[1]))[-1]["epoch"])' "$dst/curves.json")"
         done
-        "$py" -m opflow.cli docs
+        "$py" -m opflow.cli docs "${pages[@]}"  # a page for a pair without one (opflow.doc_tables.progress_page), then every table
         ;;
     *) usage ;;
 esac

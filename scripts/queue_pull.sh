@@ -28,6 +28,7 @@ for r in "$tree"/results/*.json; do
     "${opflow_cmd[@]}" publish "$r" --out "published/$pair" --model-dir "$tree/models/$pair" --note "$note"
     echo "queue_pull: published published/$pair"
 done
+pages=()
 for c in "$tree"/models/*/checkpoint.pt; do
     pair="$(basename "$(dirname "$c")")"
     [[ -f "$tree/results/$pair.json" ]] && continue
@@ -36,20 +37,8 @@ for c in "$tree"/models/*/checkpoint.pt; do
     for f in train.log curves.csv curves.json curves.png; do
         [[ -f "$tree/models/$pair/$f" ]] && cp "$tree/models/$pair/$f" "published/$pair/$f"
     done
-    if [[ ! -f "published/$pair/README.md" ]]; then  # what the folder is; its table is written from the log and curves
-        cat >"published/$pair/README.md" <<EOF_README
-# $pair at the paper protocol: not finished
-
-Trained by the lease queue on borrowed GPUs (\`opflow queue\`, docs/gpu.md); \`checkpoint.pt\` is what the next lease
-resumes. Target \`results/$pair.json\` of the paper profile.
-
-Where it stands (written by \`opflow docs\` from \`curves.json\` and \`train.log\`):
-
-<!-- generated: run-progress -->
-<!-- /generated -->
-EOF_README
-    fi
+    pages+=(--progress-page "published/$pair" "Trained by the lease queue on borrowed GPUs (\`opflow queue\`, docs/gpu.md); \`checkpoint.pt\` is what the next lease resumes.")
     echo "queue_pull: kept published/$pair/checkpoint.pt ($(du -h "$c" | cut -f1)) for the next lease"
 done
-"${opflow_cmd[@]}" docs
+"${opflow_cmd[@]}" docs "${pages[@]}"  # a README.md for a folder without one (opflow.doc_tables.progress_page), then every table
 "${opflow_cmd[@]}" queue

@@ -126,11 +126,9 @@ def test_snapshot_writes_where_the_run_stands_and_publishes_it_once_finished(tmp
     from report_helpers import results
 
     repo, env = repository_copy(tmp_path)
-    # a queue of one pair, on the CPU, with the page an author writes for it (whatever trains on the CPU today)
+    # a queue of one pair, on the CPU (whatever trains on the CPU today)
     (repo / "config/queue.yaml").write_text('queue:\n  - {pair: darcy141/gt, gpu_minutes: 10, source: "a test"}\ncpu:\n  - {pair: darcy141/gt, note: "a test"}\n')
     pair, target = "darcy141_gt", "results/darcy141_gt.json"
-    (repo / "published" / pair).mkdir(parents=True)
-    (repo / "published" / pair / "README.md").write_text("# GT on darcy141: in progress\n\n<!-- generated: run-progress -->\n<!-- /generated -->\n")
     listed = subprocess.run(["python3", "-m", "opflow.cli", "queue", "--cpu-targets"], cwd=repo, env=env, capture_output=True, text=True, check=True)
     assert listed.stdout.split() == [target]
     models = repo / "models" / pair
@@ -141,7 +139,8 @@ def test_snapshot_writes_where_the_run_stands_and_publishes_it_once_finished(tmp
     (models / "train.log").write_text("".join(f"2026-11-27T0{e}:00:00+00:00 INFO {pair} epoch {e}/100  train rel_l2 1  test rel L2 1  lr 1  900.0s\n" for e in range(1, 6)))
     snap = subprocess.run([str(repo / "scripts/cpu_training.sh"), "snapshot"], cwd=repo, env=env, capture_output=True, text=True, timeout=300)
     assert snap.returncode == 0, snap.stdout + snap.stderr
-    page = (repo / "published" / pair / "README.md").read_text()
+    page = (repo / "published" / pair / "README.md").read_text()  # written where there was none (opflow.doc_tables.progress_page)
+    assert page.startswith(f"# {pair} at the paper protocol: not finished\n") and "on the development machine's CPU" in page
     assert "| epochs done | 5 of 100, the last one finished 2026-11-27T05:00:00+00:00 " in page and "| left | 95 epochs: about 23.8 h at that median" in page
     assert (repo / "published" / pair / "curves.png").stat().st_size > 0
 
