@@ -172,7 +172,7 @@ def run_progress(repo: Path, page: Path) -> str:
     """
     import statistics
 
-    from opflow.progress import epoch_times
+    from opflow.progress import PACE_WINDOW, epoch_times
 
     folder = page.parent
     try:
@@ -184,7 +184,8 @@ def run_progress(repo: Path, page: Path) -> str:
     if not curves or not lines:
         raise DocsError(f"{page.relative_to(repo)}: no finished epoch in curves.json and train.log beside it; nothing to show yet")
     last, done, total, when = curves[-1], int(curves[-1]["epoch"]), int(lines[-1]["total"]), lines[-1]["when"]
-    times = epoch_times(curves) or [float(curves[0]["epoch_time_s"])]
+    every = epoch_times(curves) or [float(curves[0]["epoch_time_s"])]
+    times = every[-PACE_WINDOW:]  # the pace now (as the trainer's epoch line): settings and machines change over a long run
     median = statistics.median(times)
     tested = [c for c in curves if c.get("test_rel_l2") is not None]
     rows = [("epochs done", f"{done} of {total}, the last one finished {when} (`train.log`, `curves.csv`, `curves.json`, `curves.png`)")]
@@ -192,9 +193,10 @@ def run_progress(repo: Path, page: Path) -> str:
         best = min(tested, key=lambda c: c["test_rel_l2"])
         rows.append(("test rel L2", f"{tested[-1]['test_rel_l2']:.4g} after epoch {tested[-1]['epoch']} (learning rate {last['lr']:.3g}); the lowest so far "
                                     f"{best['test_rel_l2']:.4g} (epoch {best['epoch']})"))
-    span = f"epochs 2-{done}" if done > 2 else ("epoch 2" if done == 2 else "epoch 1, with the warm-up")
-    rows.append(("epoch time", f"median {median:.0f} s over {span}, the fastest {min(times):.1f} s (wall time, as the epochs ran: one that "
-                               "shared the machine with other work or was paused counts with that)"))
+    first = max(2, done - len(times) + 1)
+    span = f"epochs {first}-{done}" if done > first else ("epoch 2" if done == 2 else "epoch 1, with the warm-up")
+    rows.append(("epoch time", f"median {median:.0f} s over {span} (the last {PACE_WINDOW} at most), the fastest {min(times):.1f} s (wall "
+                               "time, as the epochs ran: one that shared the machine with other work or was paused counts with that)"))
     left = total - done
     rows.append(("left", f"{left} epochs: about {left * median / 3600:.1f} h at that median, {left * min(times) / 3600:.1f} h at the fastest epoch's pace"))
     return "\n".join(["| | |", "| --- | --- |", *(f"| {k} | {v} |" for k, v in rows)])

@@ -11,7 +11,10 @@ import statistics
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-__all__ = ["duration", "epoch_times", "time_left"]
+__all__ = ["PACE_WINDOW", "duration", "epoch_times", "time_left"]
+
+#: the last epochs whose median is a run's pace (its settings and machine change over a long run)
+PACE_WINDOW = 20
 
 
 def duration(s: float) -> str:
@@ -26,7 +29,7 @@ def epoch_times(curves: Sequence[Mapping[str, Any]]) -> list[float]:
     return [float(r["epoch_time_s"]) for r in curves if int(r["epoch"]) > 1]
 
 
-def time_left(curves: Sequence[Mapping[str, Any]], epochs: int, window: int = 20) -> str:
+def time_left(curves: Sequence[Mapping[str, Any]], epochs: int, window: int = PACE_WINDOW) -> str:
     """``"~3.2 h left"``: the epochs still to run of ``epochs`` times the median time of the last ``window``
     epochs (:func:`epoch_times`); ``""`` before two epochs or after the last."""
     left = epochs - int(curves[-1]["epoch"]) if curves else 0

@@ -89,10 +89,15 @@ def test_a_run_in_progress_shows_where_it_stands_from_the_files_beside_its_page(
     text = page.read_text()
     assert "| epochs done | 4 of 500, the last one finished 2026-11-26T19:03:00+00:00 " in text
     assert "| test rel L2 | 0.35 after epoch 4 (learning rate 0.0004); the lowest so far 0.3 (epoch 3) |" in text
-    assert "| epoch time | median 100 s over epochs 2-4, the fastest 90.0 s " in text  # the first epoch (warm-up) left out
+    assert "| epoch time | median 100 s over epochs 2-4 (the last 20 at most), the fastest 90.0 s " in text  # the first epoch (warm-up) left out
     assert "| left | 496 epochs: about 13.8 h at that median, 12.4 h at the fastest epoch's pace |" in text
     assert text.startswith("about the run\n") and text.endswith("<!-- /generated -->\nhow to resume\n")
     assert stale(tmp_path) == []
+    # the pace now: the median of the last 20 epochs (here 10 slow ones, then 20 at a compiled step's pace)
+    long = [{**curves[0], "epoch": e, "epoch_time_s": 200.0 if e <= 10 else 80.0} for e in range(1, 31)]
+    (folder / "curves.json").write_text(json.dumps(long))
+    write(tmp_path)
+    assert "| epoch time | median 80 s over epochs 11-30 (the last 20 at most), the fastest 80.0 s " in page.read_text()
     (folder / "curves.json").unlink()
     with pytest.raises(DocsError, match=r"published/pair/README.md: the block 'run-progress' reads curves.json and train.log beside the page"):
         stale(tmp_path)
