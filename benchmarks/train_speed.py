@@ -412,6 +412,21 @@ def kernel_seconds(prof: Any) -> float:
     return sum(e.self_device_time_total for e in evs if getattr(e, "device_type", None) == DeviceType.CUDA) / 1e6
 
 
+def top_kernels(prof: Any, steps: int, k: int = 12, device: str = "cuda") -> list[dict[str, Any]]:
+    """The ``k`` operations with the most own time per step in a ``torch.profiler`` run of ``steps`` steps: on
+    CUDA the kernels (device events), on the CPU the ATen operations. Each: name, milliseconds and calls per step.
+    What a GPU step spends its kernel time on, for the work on the fp32 target (docs/gpu.md)."""
+    from torch.autograd import DeviceType
+
+    kind = DeviceType.CUDA if device == "cuda" else DeviceType.CPU
+
+    def own(e: Any) -> float:
+        return e.self_device_time_total if device == "cuda" else e.self_cpu_time_total
+
+    evs = sorted((e for e in prof.key_averages() if getattr(e, "device_type", None) == kind), key=own, reverse=True)
+    return [{"name": e.key[:160], "ms_per_step": own(e) / 1e3 / steps, "calls_per_step": e.count / steps} for e in evs[:k] if own(e) > 0]
+
+
 def measure_steps(
     run: Mapping[str, Any], variant: Mapping[str, Any], data_file: Path, work_dir: Path, *, device: str, warmup: int, steps: int, repeats: int,
 ) -> dict[str, Any]:
@@ -467,7 +482,7 @@ def measure_steps(
                 trainer.step(to_device(next(it), dev))
             sync()
             walls.append((time.perf_counter() - t0) / steps)
-        kernel = None
+        kernel, kernels_top = None, None
         if dev.type == "cuda":
             from torch.profiler import ProfilerActivity, profile
 
@@ -476,6 +491,7 @@ def measure_steps(
                     trainer.step(to_device(next(it), dev))
                 sync()
             kernel = kernel_seconds(prof) / steps
+            kernels_top = top_kernels(prof, steps)
         # the host's work in an eager step: ATen operations dispatched (a captured step replays its graph: none)
         ops = None if trainer.use_compile else count_aten_ops(trainer.step, to_device(next(it), dev))
     wall = statistics.median(walls)
@@ -487,6 +503,7 @@ def measure_steps(
         "step_wall_s": wall,
         "step_wall_all_s": walls,
         "step_kernel_s": kernel,
+        "top_kernels": kernels_top,
         "aten_ops_per_step": ops,
         "wall_over_kernel": (wall / kernel) if kernel else None,
         "gpu_idle_fraction": (1 - kernel / wall) if kernel else None,

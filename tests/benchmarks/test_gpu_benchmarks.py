@@ -189,7 +189,7 @@ def test_train_speed_steps_time_single_steps_of_each_pair_and_record_the_kernel_
     assert pair["paper_train"] == 1000 and pair["steps_per_paper_epoch"] == 250
     assert pair["model_config"]["width"] == 96 and pair["model_config"]["n_layers"] == 4  # the paper configuration
     fp32 = pair["variants"]["fp32"]
-    assert len(fp32["step_wall_all_s"]) == 2 and fp32["step_wall_s"] > 0 and fp32["step_kernel_s"] is None and fp32["gpu_bound"] is None
+    assert len(fp32["step_wall_all_s"]) == 2 and fp32["step_wall_s"] > 0 and fp32["step_kernel_s"] is None and fp32["gpu_bound"] is None and fp32["top_kernels"] is None
     assert fp32["paper_epoch_train_s_estimate"] == pytest.approx(250 * fp32["step_wall_s"])
     assert fp32["aten_ops_per_step"] > 1000  # 4 GNOT blocks forward and backward, and AdamW over its parameters
     assert "CUDA" in r["skipped"]["elasticity972/gnot bf16+graphs"]
@@ -197,6 +197,20 @@ def test_train_speed_steps_time_single_steps_of_each_pair_and_record_the_kernel_
         train_speed.main(["--steps", "--device", "cpu", "--pairs", "darcy/nothing", "--out", str(out)])
     # any model on a dataset of the default pairs: the dataset sets the synthetic data's shape
     assert train_speed.step_shape("elasticity972/gnot_official") == {"points": 972} and train_speed.step_shape("burgers/gt1d") is None
+
+
+def test_top_kernels_are_the_operations_with_the_most_time_per_step():
+    """On CUDA the kernels of a profiled step; here the same summary of a CPU profile (the ATen operations)."""
+    from torch.profiler import ProfilerActivity, profile
+
+    a = torch.randn(256, 256)
+    with profile(activities=[ProfilerActivity.CPU]) as prof:
+        for _ in range(4):  # 4 "steps" of 3 products and one addition each
+            b = a @ a @ a
+            (b + 1.0).sum()
+    top = train_speed.top_kernels(prof, steps=4, k=3, device="cpu")
+    assert top[0]["name"] == "aten::mm" and top[0]["calls_per_step"] == 2 and top[0]["ms_per_step"] > 0
+    assert len(top) <= 3 and [t["ms_per_step"] for t in top] == sorted((t["ms_per_step"] for t in top), reverse=True)
 
 
 def test_train_speed_steps_measure_each_pair_in_a_process_of_its_own(tmp_path):
