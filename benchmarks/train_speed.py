@@ -370,7 +370,7 @@ def step_pair_run(config: Mapping[str, Any], pair: str, shape: Mapping[str, int]
     run0 = run_config(config, dataset, model, None)  # the batch size and split of the pair (all merge layers)
     n_train, n_test = batches * int(run0["training"]["batch_size"]), int(run0["training"]["batch_size"])
     new = {"source": entry["source"], "train": n_train, "test": n_test, **({"training": entry["training"]} if "training" in entry else {})}
-    path = tmpdir / f"{dataset}.nc"
+    path = tmpdir / f"{dataset}_{n_train}_{n_test}.nc"  # per split: pairs of one dataset differ in batch size
     if "points" in shape:
         new["task"] = {"inputs": [], "outputs": ["u"]}
         if not path.exists():

@@ -279,3 +279,27 @@ def test_bad_options_are_refused_naming_them(capsys):
         with pytest.raises(SystemExit) as e:
             main(args)
         assert e.value.code == 2 and msg in capsys.readouterr().err, args
+
+
+def test_step_pairs_of_one_dataset_get_a_file_of_their_own_split(tmp_path):
+    """Found counting FNO after ONO in one process: both read darcy's synthetic file, made for ONO's batch of 8."""
+    from opflow.config import load_config_files
+
+    config = load_config_files([str(train_speed.ROOT / "config" / "default.yaml")])
+    runs = {pair: train_speed.step_pair_run(config, pair, {"resolution": 11}, tmp_path, batches=2) for pair in ("darcy/ono", "darcy/fno")}
+    (ono, ono_file), (fno, fno_file) = runs["darcy/ono"], runs["darcy/fno"]
+    assert ono_file != fno_file and ono["data"]["train"] == 2 * ono["training"]["batch_size"] and fno["data"]["train"] == 2 * fno["training"]["batch_size"]
+
+
+def test_step_flops_counts_the_products_of_a_step_and_the_floor_at_each_peak(tmp_path):
+    from benchmarks import step_flops
+
+    out = tmp_path / "flops.json"
+    assert step_flops.main(["--smoke", "--out", str(out)]) == 0
+    fno = json.loads(out.read_text())["pairs"]["darcy/fno"]
+    assert fno["batch_size"] == 20 and fno["flop_per_step"] == sum(fno["flop_by_op"].values()) > 0
+    assert fno["floor_ms"]["fp32"] == pytest.approx(fno["flop_per_step"] / 67e12 * 1e3)
+    assert fno["floor_ms"]["bf16"] < fno["floor_ms"]["tf32"] < fno["floor_ms"]["fp32"]
+    fp32 = fno["measured_h200"]["fp32"]  # the fifth lease's kernel time of the same step (committed JSON)
+    assert fp32["precision"] == "fp32" and fp32["tflops"] == pytest.approx(fno["flop_per_step"] / (fp32["kernel_ms"] / 1e3) / 1e12)
+    assert any(line.startswith("- darcy/fno: ") for line in step_flops.summarize(json.loads(out.read_text())))
