@@ -248,6 +248,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--targets", action="store_true", help="print the Snakemake targets (with --next), one line")
     p.add_argument("--share-gpu", action="store_true", help="with --next: print 2 when every chosen pair may share the GPU, else 1")
     p.add_argument("--cpu-targets", action="store_true", help="print the Snakemake target of the CPU's pair now (the cpu: list; scripts/cpu_training.sh)")
+    p.add_argument("--cpu-note", action="store_true", help="print the note of the CPU's pair now in the cpu: list (its record's note when published)")
 
 
 def run(a: argparse.Namespace) -> int:
@@ -266,8 +267,8 @@ def _run(a: argparse.Namespace) -> int:
 
     entries = load_queue(a.queue)
     entries = derive(entries, load_reference(a.reference or DEFAULT_REFERENCE), a.published, protocol_epochs(a.config, entries))
-    if a.cpu_targets:
-        print(" ".join(e.target for e in entries if e.state == "on the CPU"))
+    if a.cpu_targets or a.cpu_note:
+        print(" ".join(e.target if a.cpu_targets else (e.cpu_note or "") for e in entries if e.state == "on the CPU"))
         return 0
     if a.next is not None:
         if not (math.isfinite(a.next) and a.next > 0):

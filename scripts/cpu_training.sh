@@ -128,7 +128,8 @@ case "$1" in
         for t in $(targets); do
             pair="$(basename "$t" .json)"; src="models/$pair"; dst="published/$pair"
             if [[ -f "$t" ]]; then  # trained and evaluated: the record (it removes the page of the run in progress)
-                "$py" -m opflow.cli publish "$t" --out "$dst" --note "trained on the development machine's CPU in the background between GPU leases (scripts/cpu_training.sh), resumed across sessions" || exit 1
+                note="$("$py" -m opflow.cli queue --cpu-note)"  # its line of the cpu: list: since when, its pace
+                "$py" -m opflow.cli publish "$t" --out "$dst" --note "trained on the development machine's CPU in the background between GPU leases (scripts/cpu_training.sh), resumed across sessions${note:+; $note}" || exit 1
                 continue
             fi
             [[ -f "$src/curves.json" ]] || { echo "cpu_training: $t has no finished epoch yet; nothing to snapshot"; continue; }

@@ -152,7 +152,7 @@ def test_snapshot_writes_where_the_run_stands_and_publishes_it_once_finished(tmp
     assert done.returncode == 0, done.stdout + done.stderr
     assert "removed README.md of the run in progress" in done.stdout
     record = json.loads((repo / "published" / pair / "record.json").read_text())
-    assert record["run_hash"] == paper_hash and "CPU in the background" in record["note"]
+    assert record["run_hash"] == paper_hash and "CPU in the background" in record["note"] and record["note"].endswith("; a test")  # + its cpu: note
     assert not (repo / "published" / pair / "README.md").exists()
 
 
