@@ -111,7 +111,8 @@ def test_a_pair_trained_on_the_cpu_is_kept_out_of_the_leases_with_its_epochs_fro
     assert main(["queue", "--cpu-targets"]) == 0  # the committed queue's CPU training
     assert all(t.startswith("results/") and t.endswith(".json") for t in capsys.readouterr().out.split())
     assert main(["queue", "--cpu-note"]) == 0  # its line of the cpu: list (the record's note once it is published)
-    assert capsys.readouterr().out.strip()
+    current = [e.cpu_note for e in derive(load_queue(DEFAULT_QUEUE), load_reference()) if e.state == "on the CPU"]
+    assert capsys.readouterr().out.strip() == " ".join(current) and all(current)
 
 
 def test_the_cpu_trains_its_list_in_order_skipping_what_a_lease_finished_or_started(tmp_path):
