@@ -75,6 +75,24 @@ def test_resume_after_interruption_equals_an_uninterrupted_run(data: Path, tmp_p
     assert [c["train_loss"] for c in full.curves] == [c["train_loss"] for c in rest.curves]
 
 
+def test_the_test_pass_every_kth_epoch_changes_the_curves_only_not_the_weights(data: Path, tmp_path: Path) -> None:
+    """``training.eval_every`` is operational (config/eval_every5.yaml): the test pass draws no random numbers and
+    touches no weight, so a run tested every epoch and one tested every 3rd train to the same weights and losses,
+    bit for bit (dropout on: the RNG stream must be the same), with the same run hash."""
+    run = run_of(data, epochs=4)
+    run["model_config"]["dropout"] = 0.2
+    every = train(run, data, tmp_path / "every", progress=False)
+    sparse = train(deep_merge(run, {"training": {"eval_every": 3}}), data, tmp_path / "sparse", progress=False)
+    a, rec_a = load_model(every.model_path)
+    b, rec_b = load_model(sparse.model_path)
+    assert rec_a.run_hash == rec_b.run_hash
+    sa, sb = a.state_dict(), b.state_dict()
+    assert sa.keys() == sb.keys() and all(torch.equal(sa[k], sb[k]) for k in sa)
+    assert [c["train_loss"] for c in every.curves] == [c["train_loss"] for c in sparse.curves]
+    assert [c["epoch"] for c in sparse.curves if c["test_rel_l2"] is not None] == [3, 4]
+    assert [c["test_rel_l2"] for c in sparse.curves if c["epoch"] in (3, 4)] == [c["test_rel_l2"] for c in every.curves if c["epoch"] in (3, 4)]
+
+
 def test_a_checkpoint_of_another_run_is_refused_naming_the_keys(data: Path, tmp_path: Path) -> None:
     run = run_of(data, epochs=3)
     train(run, data, tmp_path, progress=False, max_epochs_this_call=1)

@@ -158,7 +158,7 @@ def test_snapshot_writes_where_the_run_stands_and_publishes_it_once_finished(tmp
 
 def test_start_trains_the_cpu_list_one_pair_after_the_other_and_stops_at_a_failure(tmp_path: Path) -> None:
     """In a copy of the repository, with a stand-in for Snakemake that 'publishes' the pair it is given (its record):
-    the list's pairs run in order, each with the compile overlay, and the list stops at the first one that fails."""
+    the list's pairs run in order, each with the compile and test-pass overlays, and the list stops at the first one that fails."""
     from repo_copy import repository_copy
 
     repo, env = repository_copy(tmp_path)
@@ -188,7 +188,7 @@ mkdir -p "published/$pair" && cp published/darcy_gt/* "published/$pair/"  # a re
     log = start_and_wait("results/darcy141_ft.json", FAIL="darcy141_gt")
     trained = [line.split()[-1] for line in calls.read_text().splitlines()]
     assert trained == ["results/darcy141_ft.json", "results/darcy141_gt.json"], log  # in the list's order, stopped at the failure
-    assert all("--configfile config/compile.yaml --" in line for line in calls.read_text().splitlines())
+    assert all("--configfile config/compile.yaml config/eval_every5.yaml --" in line for line in calls.read_text().splitlines())
     assert not (repo / "published/darcy211_gt/record.json").exists()
     calls.unlink()
     log = start_and_wait("results/darcy141_gt.json")  # started again: the failed pair, then the rest

@@ -154,11 +154,12 @@ def test_a_diagnostic_config_is_the_paper_run_changed_only_where_it_says(path: P
         assert changed and changed <= stated, (changed, stated)
 
 
-@pytest.mark.parametrize(("overlay", "key"), [("cuda_graphs.yaml", "cuda_graphs"), ("compile.yaml", "compile")])
-def test_an_operational_overlay_turns_its_key_on_for_every_queued_pair_without_changing_its_run(overlay: str, key: str) -> None:
-    """config/cuda_graphs.yaml (scripts/device_session.sh --graphs) and config/compile.yaml (scripts/cpu_training.sh):
-    each queued pair's training job gets the key, and its run hash, so its checkpoint and published identity, stays
-    the same."""
+@pytest.mark.parametrize(("overlay", "key", "value"), [("cuda_graphs.yaml", "cuda_graphs", True), ("compile.yaml", "compile", True),
+                                                     ("eval_every5.yaml", "eval_every", 5)])
+def test_an_operational_overlay_sets_its_key_for_every_queued_pair_without_changing_its_run(overlay: str, key: str, value: object) -> None:
+    """config/cuda_graphs.yaml (scripts/device_session.sh --graphs), config/compile.yaml and config/eval_every5.yaml
+    (scripts/cpu_training.sh): each queued pair's training job gets the key's value, and its run hash, so its
+    checkpoint and published identity, stays the same."""
     from opflow.config import job_run
     from opflow.queue import load_queue
 
@@ -168,5 +169,5 @@ def test_an_operational_overlay_turns_its_key_on_for_every_queued_pair_without_c
     check_config(overlaid)
     for e in load_queue():
         before, after = resolve_run(plain, e.dataset, e.model, "x.nc"), resolve_run(overlaid, e.dataset, e.model, "x.nc")
-        assert job_run(before)["training"].get(key, False) is False and job_run(after)["training"][key] is True, e.pair
+        assert job_run(before)["training"].get(key) != value and job_run(after)["training"][key] == value, e.pair
         assert after["hash"] == before["hash"], e.pair
