@@ -14,6 +14,7 @@ from __future__ import annotations
 import contextlib
 import math
 import sys
+import traceback
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -96,6 +97,60 @@ def count_host_reads(where: str = "opflow") -> Iterator[list[str]]:
         for name, real in saved.items():
             setattr(torch.Tensor, name, real)
         torch.equal = saved_equal
+
+
+@contextlib.contextmanager
+def count_aten_value_reads() -> Iterator[list[str]]:
+    """Record every read of a tensor's value into a host number at the ATen level (``aten._local_scalar_dense``),
+    whoever makes it, PyTorch's own code included: a 0-dim tensor passed where an op takes a Python number is read
+    so. On a GPU each read waits for the device, and inside a CUDA-graph capture it is an error ("operation not
+    permitted when stream is capturing"). Per read, the innermost frames: ``file:line function`` joined by " < "."""
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    reads: list[str] = []
+
+    class Reads(TorchDispatchMode):
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):  # noqa: ANN001, ANN202
+            if func is torch.ops.aten._local_scalar_dense.default:
+                frames = traceback.extract_stack()[-6:-1][::-1]
+                reads.append(" < ".join(f"{Path(f.filename).name}:{f.lineno} {f.name}" for f in frames))
+            return func(*args, **(kwargs or {}))
+
+    with Reads():
+        yield reads
+
+
+@pytest.mark.parametrize("family", sorted(FAMILIES))
+def test_the_step_a_cuda_graph_captures_reads_no_value_even_inside_torch(files: dict, tmp_path: Path, family: str) -> None:
+    """The body that ``training.cuda_graphs`` captures (forward, loss, backward, clipping and the on-device Adam(W)
+    update, opflow.train_step) makes no ATen value read, for every model family: the CPU check of the failure that
+    stopped the fifth lease's capture (torch's capturable AdamW read its tensor betas; docs/gpu.md)."""
+    kind, spec = FAMILIES[family]
+    tr = trainer_for(family_run(kind, spec, files[kind]), files[kind], tmp_path)
+    step = tr.step
+    batch = opflow.train.to_device(next(iter(tr.train_batches)), tr.dev)
+    step._make_capturable(tr.dev)  # the device tensors that the captured update reads lr and betas from
+    with deferred_checks():
+        step._graph_body(batch)  # the warm-up before a capture: it creates the optimizer state
+        step.optimizer.zero_grad(set_to_none=True)
+        with count_aten_value_reads() as reads:
+            loss = step._graph_body(batch)
+    assert reads == [], f"{family}: the captured step would read device values on the host at {reads}"
+    assert torch.isfinite(loss) and all(float(st["step"]) == 2 for st in step.optimizer.state.values())
+
+
+def test_the_aten_counter_sees_the_read_that_stopped_the_fifth_leases_capture() -> None:
+    """The instrument: torch.optim.Adam(capturable=True)'s update with tensor betas called ``_foreach_lerp_`` with
+    ``1 - beta1``, a tensor where the op takes a number (PyTorch 2.11, on an H200); the Tensor overload of
+    ``_foreach_mul_`` that the on-device update uses reads nothing."""
+    params, grads, beta1 = [torch.ones(3)], [torch.zeros(3)], torch.tensor(0.9)
+    with count_aten_value_reads() as reads:
+        torch._foreach_lerp_(params, grads, 1 - beta1)
+    assert len(reads) == 1 and "test_train_step.py" in reads[0]
+    with count_aten_value_reads() as reads:
+        torch._foreach_mul_(params, 1 - beta1)
+        torch._foreach_add_(params, grads)
+    assert reads == []
 
 
 @pytest.mark.parametrize("family", sorted(FAMILIES))
