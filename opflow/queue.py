@@ -224,6 +224,26 @@ def protocol_epochs(config_files: Sequence[str | Path], pairs: Sequence[QueueEnt
     return out
 
 
+def standing(entries: Sequence[QueueEntry]) -> dict[tuple[str, str], str]:
+    """Where each pair of a derived queue (:func:`derive`) stands, in a few words (the report's rows without a result):
+    an open pair's place in the order the leases take them and its GPU minutes left (and its place in the CPU's list),
+    the CPU's pair, a blocked pair's reason. Done pairs have none (their record speaks)."""
+    open_ = [e for e in entries if e.state in ("pending", "in progress")]
+    out: dict[tuple[str, str], str] = {}
+    for e in entries:
+        if e in open_:
+            text = f"queued for the GPU leases: place {open_.index(e) + 1} of {len(open_)}, about {e.remaining_minutes:.0f} GPU minutes left (opflow queue)"
+            text += f"; place {e.cpu_rank + 1} in the CPU list" if e.cpu_rank is not None else ""
+        elif e.state == "on the CPU":
+            text = "training on the CPU now, in the background (the cpu: list of config/queue.yaml)"
+        elif e.state == "blocked":
+            text = f"queued for the GPU leases but blocked: {e.blocked}"
+        else:
+            continue
+        out[(e.dataset, e.model)] = text
+    return out
+
+
 def table(entries: Sequence[QueueEntry]) -> str:
     """The queue as a Markdown table."""
     lines = ["| # | pair | state | published numbers | GPU minutes (whole / left) | numbers per GPU hour | source |",
@@ -284,4 +304,4 @@ def _run(a: argparse.Namespace) -> int:
     return 0
 
 
-__all__ = ["QueueEntry", "cpu_pair", "derive", "load_queue", "next_pairs", "protocol_epochs", "table"]
+__all__ = ["QueueEntry", "cpu_pair", "derive", "load_queue", "next_pairs", "protocol_epochs", "standing", "table"]

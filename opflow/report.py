@@ -61,6 +61,7 @@ DEFAULT_PAPER_CONFIG = REPO / "config" / "default.yaml"
 DEFAULT_COSTS = REPO / "benchmarks" / "results" / "protocol_cost*.json"
 DEFAULT_PUBLISHED = REPO / "published"
 DEFAULT_DIVERGED = DEFAULT_PUBLISHED / "diverged.yaml"
+DEFAULT_QUEUE = REPO / "config" / "queue.yaml"
 
 STATISTICS = ("mean", "median", "max")
 WHERE_KINDS = {"zero_shot": "zero-shot at", "eval_set": "evaluation set", "frames": "frames", "channel": "channel"}
@@ -318,11 +319,21 @@ def load_facts(
     published: str | Path | None = None,
     pairs: Iterable[tuple[str, str]] = (),
     root: str | Path = ".",
+    queue: str | Path | None = None,
+    reference: Sequence[RefEntry] = (),
 ) -> Facts:
     """What the committed records say beyond the results (:mod:`opflow.report_status`): the paper
-    profile's names, the cost estimates, the diverged runs and the partial records of ``pairs``."""
+    profile's names, the cost estimates, the diverged runs and the partial records of ``pairs``, and
+    where each queued pair stands (``queue``, config/queue.yaml, derived with ``published`` and the
+    published numbers ``reference``: :func:`opflow.queue.standing`)."""
+    from opflow.queue import derive, load_queue, protocol_epochs, standing
+
     datasets, models = paper_names(paper_config) if paper_config else (frozenset(), frozenset())
-    return Facts(datasets, models, load_costs(costs), load_diverged(diverged, root), find_unfinished(published, pairs))
+    facts = Facts(datasets, models, load_costs(costs), load_diverged(diverged, root), find_unfinished(published, pairs))
+    if queue is not None and paper_config is not None and published is not None:
+        entries = load_queue(queue)
+        facts.queued = standing(derive(entries, reference, published, protocol_epochs([paper_config], entries)))
+    return facts
 
 
 def build_report(
@@ -459,17 +470,21 @@ def write_report(
     costs: Iterable[str | Path] | None = None,
     diverged: str | Path | None = DEFAULT_DIVERGED,
     published: str | Path | None = DEFAULT_PUBLISHED,
+    queue: str | Path | None = DEFAULT_QUEUE,
 ) -> Report:
     """Build the report and write ``md`` and ``site``/index.html (+ the PNGs) atomically.
 
     ``costs`` (default: ``benchmarks/results/protocol_cost*.json``), ``diverged`` (``published/diverged.yaml``,
     its paths relative to the repository) and ``published`` (the record folders, for partial records)
-    give the status of the published numbers without a result (:mod:`opflow.report_status`)."""
+    give the status of the published numbers without a result (:mod:`opflow.report_status`); ``queue``
+    (config/queue.yaml) where those rows stand in the GPU lease queue or the CPU's list."""
     from opflow.report_page import render_html, render_markdown
 
     ref = load_reference(reference)
     costs = sorted(DEFAULT_COSTS.parent.glob(DEFAULT_COSTS.name)) if costs is None else costs
-    facts = load_facts(paper_config, costs=costs, diverged=diverged, published=published, pairs={(e.dataset, e.model) for e in ref}, root=REPO)
+    facts = load_facts(
+        paper_config, costs=costs, diverged=diverged, published=published, pairs={(e.dataset, e.model) for e in ref}, root=REPO, queue=queue, reference=ref,
+    )  # fmt: skip
     report = build_report(result_files, ref, profile=profile, paper_config=paper_config, facts=facts, workdir=workdir)
     site, md = Path(site), Path(md)
     report.figures = gather_figures(report, ref, site, workdir=Path(workdir), bench_pngs=[Path(p) for p in bench_pngs])
@@ -492,13 +507,14 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--cost", nargs="*", default=None, help="estimated cost per protocol (default: benchmarks/results/protocol_cost*.json)")
     p.add_argument("--diverged", default=str(DEFAULT_DIVERGED), help="runs of the paper profile that diverged (default: published/diverged.yaml)")
     p.add_argument("--published", default=str(DEFAULT_PUBLISHED), help="the record folders, for partial records (default: published/)")
+    p.add_argument("--queue", default=str(DEFAULT_QUEUE), help="the GPU lease queue and the CPU's list, where unrun rows stand (default: config/queue.yaml)")
 
 
 def run(a: argparse.Namespace) -> int:
     """``opflow report``: write the report; print a one-line summary."""
     rep = write_report(
         a.results, md=a.md, site=a.site, profile=a.profile, reference=a.reference, paper_config=a.paper_config, workdir=a.workdir,
-        bench_pngs=a.bench_png, costs=a.cost, diverged=a.diverged, published=a.published,
+        bench_pngs=a.bench_png, costs=a.cost, diverged=a.diverged, published=a.published, queue=a.queue,
     )  # fmt: skip
     counts = Counter(r.status for r in rep.rows)
     summary = ", ".join(f"{n} {s.label}" for s, n in sorted(counts.items(), key=lambda kv: ORDER.index(kv[0])))

@@ -27,6 +27,10 @@ not run: too costly        the protocol's estimated hours on the CPU
 not run yet                none of the above: it fits, or its cost was not measured
 =========================  =====================================================================
 
+A row unfinished, too costly or not run yet also says where its pair stands in the GPU lease queue
+(``config/queue.yaml``: its place in the order the leases take them and its GPU minutes left, that the
+CPU trains it now, or why it is blocked; :func:`opflow.queue.standing`).
+
 Everything is read from committed files; no number is typed here but the 20 % band and the
 divergence factor (``training.divergence_factor``'s default, opflow/config.py).
 """
@@ -278,6 +282,8 @@ class Facts:
     costs: dict[Pair, Cost] = field(default_factory=dict)
     diverged: dict[Pair, Diverged] = field(default_factory=dict)
     unfinished: dict[Pair, Unfinished] = field(default_factory=dict)
+    queued: dict[Pair, str] = field(default_factory=dict)
+    """Where a pair stands in the GPU lease queue or the CPU's list (:func:`opflow.queue.standing`)."""
 
 
 def paper_names(paper_config: str | Path) -> tuple[frozenset[str], frozenset[str]]:
@@ -302,7 +308,26 @@ def classify(
     bound: tuple[float, bool] | None,
     facts: Facts,
 ) -> tuple[Status, str]:
-    """The status of one row and a few words of why (see the module doc)."""
+    """The status of one row and a few words of why (see the module doc); a row not run or unfinished also says where
+    its pair stands in the GPU lease queue or the CPU's list (``facts.queued``)."""
+    status, why = _classify(pair, has_result=has_result, protocol=protocol, ours=ours, published=published, ratio=ratio, bound=bound, facts=facts)
+    queued = facts.queued.get(pair)
+    if queued and status in (Status.UNFINISHED, Status.COSTLY, Status.NOT_YET):
+        why = f"{why}; {queued}" if why else queued
+    return status, why
+
+
+def _classify(
+    pair: Pair,
+    *,
+    has_result: bool,
+    protocol: bool,
+    ours: float | None,
+    published: bool,
+    ratio: float | None,
+    bound: tuple[float, bool] | None,
+    facts: Facts,
+) -> tuple[Status, str]:
     d, m = pair
     cost = facts.costs.get(pair)
     if has_result:

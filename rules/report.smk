@@ -14,7 +14,8 @@
 #
 # The status of a published number without a result comes from committed records (opflow/report_status.py):
 # the cost per protocol (benchmarks/results/protocol_cost*.json), the diverged runs (published/diverged.yaml)
-# and the partial record folders under published/.
+# and the partial record folders under published/; where such a row stands in the GPU lease queue or the CPU's
+# list, from config/queue.yaml (opflow/queue.py).
 #
 # The report reads what exists and builds nothing else: ask for results first (or `snakemake` for the
 # profile's targets), then for the report. A result counts as a reproduction only when its run hash
@@ -31,6 +32,7 @@ rule report:
         reference=f"{workflow.basedir}/config/reference.yaml",
         bench=sorted(glob(f"{workflow.basedir}/benchmarks/results/*.png")),
         diverged=f"{workflow.basedir}/published/diverged.yaml",
+        queue=f"{workflow.basedir}/config/queue.yaml",
     output:
         md=out("results/report.md"),
         site=directory(out("report")),
@@ -51,4 +53,4 @@ rule report:
     shell:
         "{params.py} -m opflow.cli report {input.results} --profile {params.profile} --md {output.md} --site {output.site} "
         "--reference {input.reference} --paper-config {params.paper} --bench-png {input.bench} --cost {params.cost} "
-        "--diverged {input.diverged} --published {params.published} 2> {log}"
+        "--diverged {input.diverged} --published {params.published} --queue {input.queue} 2> {log}"

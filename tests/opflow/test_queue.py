@@ -10,7 +10,7 @@ import pytest
 
 from opflow.cli import main
 from opflow.data.errors import ConfigError
-from opflow.queue import DEFAULT_QUEUE, derive, load_queue, next_pairs, protocol_epochs, table
+from opflow.queue import DEFAULT_QUEUE, derive, load_queue, next_pairs, protocol_epochs, standing, table
 from opflow.report import load_reference
 
 
@@ -133,3 +133,20 @@ def test_the_cpu_trains_its_list_in_order_skipping_what_a_lease_finished_or_star
     (pub / "b_m" / "checkpoint.pt").write_bytes(b"x")  # a lease had started it (hypothetically): the GPU keeps it
     s = states()
     assert s["b/m"] == "in progress" and s["a/m"] == "on the CPU"
+
+
+def test_where_each_pair_stands_in_words_for_the_report(tmp_path):
+    """opflow.queue.standing: the open pairs numbered in the order the leases take them, with their GPU minutes left
+    and their place in the CPU's list; the CPU's pair; a blocked pair's reason; nothing for a done pair."""
+    text = QUEUE + "cpu:\n  - {pair: e/m, note: first}\n  - {pair: c/m, note: second}\n"
+    pub = tmp_path / "published"
+    (pub / "a_m").mkdir(parents=True)
+    (pub / "a_m" / "record.json").write_text("{}")
+    refs = [Ref("b", "m"), Ref("c", "m"), Ref("e", "m")]
+    where = standing(derive(load_queue(write(tmp_path, text)), refs, pub, {}))
+    assert where == {
+        ("b", "m"): "queued for the GPU leases: place 1 of 2, about 5 GPU minutes left (opflow queue)",
+        ("c", "m"): "queued for the GPU leases: place 2 of 2, about 100 GPU minutes left (opflow queue); place 2 in the CPU list",
+        ("e", "m"): "training on the CPU now, in the background (the cpu: list of config/queue.yaml)",
+        ("d", "m"): "queued for the GPU leases but blocked: no data",
+    }

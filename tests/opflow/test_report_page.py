@@ -15,6 +15,7 @@ import re
 import shutil
 import subprocess
 from collections import Counter
+from html import escape
 from pathlib import Path
 
 import pytest
@@ -102,6 +103,22 @@ def test_the_summary_counts_are_those_of_the_committed_records(page: Page) -> No
     rows = [r for r in page.rows if r["attrs"]["paper"]]
     assert Counter(r["attrs"]["status"] for r in rows) == every
     assert {r["attrs"]["status"] for r in page.rows if not r["attrs"]["paper"]} <= {"ours-only"}
+
+
+def test_a_row_not_run_or_unfinished_says_where_its_pair_stands_in_the_queue(site: Path) -> None:
+    """Every row of a pair of config/queue.yaml that is not done says its place in the GPU lease queue, that the CPU
+    trains it, or why it is blocked: the words of opflow.queue.standing, in the Markdown as on the page."""
+    from opflow.queue import DEFAULT_QUEUE, derive, load_queue, protocol_epochs, standing
+
+    entries = load_queue(DEFAULT_QUEUE)
+    where = standing(derive(entries, load_reference(), PUBLISHED, protocol_epochs([DEFAULT_PAPER_CONFIG], entries)))
+    assert any(t.startswith("queued for the GPU leases: place 1 of") for t in where.values())
+    md = (site.parent / "results/report.md").read_text().splitlines()
+    page = (site / "index.html").read_text()
+    for (dataset, model), text in where.items():
+        rows = [line for line in md if f"| {dataset} / {model} |" in line]
+        assert rows and all(line.rstrip(" |").endswith(text) for line in rows), (dataset, model, rows)
+        assert page.count(escape(text)) == len(rows), (dataset, model)
 
 
 def test_numbers_are_written_one_way(page: Page) -> None:

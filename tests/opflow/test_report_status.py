@@ -108,6 +108,26 @@ def test_the_status_of_a_number_without_a_result_follows_the_records_in_order(tm
     assert _status(("a", "m"), facts, has_result=True, published=False, ours=1.0) is Status.OURS_ONLY
 
 
+def test_a_row_not_run_or_unfinished_says_where_its_pair_stands_in_the_queue(tmp_path: Path) -> None:
+    """facts.queued (opflow.queue.standing) is added to the why of a row too costly, not run yet or unfinished, and to
+    no other: a row with a result or without data says its own."""
+    queued = {p: f"queued {p[0]}" for p in [("a", "m"), ("a", "n"), ("b", "m"), ("z", "m")]}
+    facts = Facts(
+        datasets=frozenset({"a", "b"}), models=frozenset({"m", "n"}), costs={("a", "m"): Cost(10.0, False, 2.5, "2-core CPU", 100)},
+        unfinished={("b", "m"): Unfinished(tmp_path, 8)}, queued=queued,
+    )  # fmt: skip
+
+    def why(pair: tuple[str, str], **kw: object) -> tuple[Status, str]:
+        args = {"has_result": False, "protocol": False, "ours": None, "published": True, "ratio": None, "bound": None} | kw
+        return classify(pair, facts=facts, **args)  # type: ignore[arg-type]
+
+    assert why(("a", "m")) == (Status.COSTLY, "over the 2.5 h budget on the 2-core CPU; queued a")
+    assert why(("b", "m")) == (Status.UNFINISHED, "8 epochs trained; queued b")
+    assert why(("a", "n")) == (Status.NOT_YET, "cost not measured; queued a")
+    assert why(("z", "m")) == (Status.NO_DATA, "opflow has no generator or file for z")
+    assert why(("a", "m"), has_result=True, protocol=True, ours=1.0, ratio=1.0) == (Status.REPRODUCED, "")
+
+
 def test_the_summary_counts_by_name_and_in_all() -> None:
     rows = summarise([("p", Status.BETTER), ("q", Status.COSTLY), ("p", Status.BETTER), ("p", Status.NOT_YET)], order=["q", "p"])
     assert [r.name for r in rows] == ["q", "p", "all"]
