@@ -310,24 +310,6 @@ def classify(
 ) -> tuple[Status, str]:
     """The status of one row and a few words of why (see the module doc); a row not run or unfinished also says where
     its pair stands in the GPU lease queue or the CPU's list (``facts.queued``)."""
-    status, why = _classify(pair, has_result=has_result, protocol=protocol, ours=ours, published=published, ratio=ratio, bound=bound, facts=facts)
-    queued = facts.queued.get(pair)
-    if queued and status in (Status.UNFINISHED, Status.COSTLY, Status.NOT_YET):
-        why = f"{why}; {queued}" if why else queued
-    return status, why
-
-
-def _classify(
-    pair: Pair,
-    *,
-    has_result: bool,
-    protocol: bool,
-    ours: float | None,
-    published: bool,
-    ratio: float | None,
-    bound: tuple[float, bool] | None,
-    facts: Facts,
-) -> tuple[Status, str]:
     d, m = pair
     cost = facts.costs.get(pair)
     if has_result:
@@ -348,7 +330,7 @@ def _classify(
     if pair in facts.unfinished:
         u = facts.unfinished[pair]
         total = f" of {cost.epochs}" if cost and cost.epochs else ""
-        return Status.UNFINISHED, f"{u.epochs_done}{total} epochs trained"
+        return Status.UNFINISHED, _with_queue(f"{u.epochs_done}{total} epochs trained", pair, facts)
     if facts.datasets and d not in facts.datasets:
         return Status.NO_DATA, f"opflow has no generator or file for {d}"
     if facts.models and m not in facts.models:
@@ -356,10 +338,16 @@ def _classify(
     if cost is not None and cost.refused:
         return Status.NO_MODEL, f"refused by the config check: {cost.refused}"
     if cost is not None and cost.hours is not None and not cost.fits:
-        return Status.COSTLY, f"over the {cost.budget:g} h budget on the {cost.machine}"
+        return Status.COSTLY, _with_queue(f"over the {cost.budget:g} h budget on the {cost.machine}", pair, facts)
     if cost is not None and cost.hours is not None:
-        return Status.NOT_YET, f"fits the {cost.budget:g} h budget (est. {hours(cost.hours)} h on the {cost.machine})"
-    return Status.NOT_YET, "cost not measured" + (f" ({cost.not_measured})" if cost and cost.not_measured else "")
+        return Status.NOT_YET, _with_queue(f"fits the {cost.budget:g} h budget (est. {hours(cost.hours)} h on the {cost.machine})", pair, facts)
+    return Status.NOT_YET, _with_queue("cost not measured" + (f" ({cost.not_measured})" if cost and cost.not_measured else ""), pair, facts)
+
+
+def _with_queue(why: str, pair: Pair, facts: Facts) -> str:
+    """``why`` and where ``pair`` stands in the GPU lease queue or the CPU's list, when it is queued."""
+    queued = facts.queued.get(pair)
+    return f"{why}; {queued}" if queued else why
 
 
 # --------------------------------------------------------------------------- the summary
