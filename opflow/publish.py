@@ -158,13 +158,14 @@ def publish(
 
 
 def drop_progress(folder: str | os.PathLike[str]) -> list[str]:
-    """Remove what a record folder held while its run was in progress: the checkpoint a lease resumed from and a
-    README.md that says where the run stands (it holds the ``run-progress`` block); the names removed. A README
-    without that block is kept. The record and the report say everything of a finished run."""
-    folder, dropped = Path(folder), []
-    if (folder / "checkpoint.pt").exists():
-        (folder / "checkpoint.pt").unlink()
-        dropped.append("checkpoint.pt")
+    """Remove what a record folder held while its run was in progress: the pointer to the checkpoint a lease resumed
+    from and that checkpoint (:mod:`opflow.lease_state`, in this repository's ``.lease-state/``), and a README.md that
+    says where the run stands (it holds the ``run-progress`` block); the names removed. A README without that block
+    is kept. The record and the report say everything of a finished run."""
+    from opflow import lease_state
+
+    folder = Path(folder)
+    dropped = lease_state.drop(Path(__file__).resolve().parents[1], folder)
     page = folder / "README.md"
     if page.exists() and f"<!-- generated: {PROGRESS_BLOCK} -->" in page.read_text():
         page.unlink()
@@ -201,5 +202,6 @@ def run(a: argparse.Namespace) -> int:
         print(f"{a.out}: {rec['dataset']}_{rec['model']}: no published number in the reference")
     gone = drop_progress(a.out)  # the record is written: what the run in progress left goes
     if gone:
-        print(f"{a.out}: removed {' and '.join(gone)} of the run in progress (the record says the rest)")
+        names = gone[0] if len(gone) == 1 else f"{', '.join(gone[:-1])} and {gone[-1]}"
+        print(f"{a.out}: removed {names} of the run in progress (the record says the rest)")
     return 0

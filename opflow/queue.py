@@ -8,8 +8,9 @@ minutes for the whole protocol and where that estimate comes from. Nothing else 
   ``config/reference.yaml`` with its dataset and model), per GPU minute; the queue runs in order of
   value, highest first (ties: cheapest first);
 * **state**, from ``published/<dataset>_<model>/``: ``done`` when ``record.json`` is there (published
-  with :mod:`opflow.publish`), ``in progress`` when ``checkpoint.pt`` is (the state a lease left,
-  committed; its epochs from ``curves.json``), else ``pending``; ``blocked`` when the entry says why;
+  with :mod:`opflow.publish`), ``in progress`` when ``checkpoint.json`` is (the pointer to the checkpoint a
+  lease left, kept beside git: :mod:`opflow.lease_state`; its epochs from ``curves.json``), else ``pending``;
+  ``blocked`` when the entry says why;
   ``on the CPU`` for the CPU machine's one long training between leases (``scripts/cpu_training.sh``; its
   epochs from ``models/<dataset>_<model>/curves.json`` of the working tree): the first pair of the
   file's ``cpu:`` list that is neither done nor in progress on a GPU. The CPU trains that list one pair
@@ -17,12 +18,16 @@ minutes for the whole protocol and where that estimate comes from. Nothing else 
   ``blocked`` nor ``on the CPU`` is given to a lease;
 * **remaining minutes** = the estimate times the share of epochs still to train.
 
-:func:`next_pairs` picks what a lease of ``minutes`` of training trains: the first pair not done (even
+:func:`next_pairs` picks what a lease of ``minutes`` of training trains: the first open pair (even
 when it does not fit: it trains part of its epochs and resumes in the next lease), then every
-following pair while the sum of remaining minutes fits. ``opflow queue`` prints the table;
-``opflow queue --next M --targets`` prints the Snakemake targets that ``scripts/device_session.sh
---queue`` trains. After the lease, ``scripts/queue_pull.sh`` publishes what finished and commits the
-checkpoints of the rest under ``published/``.
+following pair while the sum of remaining minutes fits, then, where :data:`FILL_MINUTES` or more are
+still free, the next pair for the rest of the lease. A pair in progress is taken only where its
+checkpoint is ready (carried to the GPU machine, its size and hash those of the pointer) and, on the
+CPU side, while the checkpoints fit what a command carries. ``opflow queue`` prints the table;
+``opflow queue --next M --carry`` the paths the lease's command carries (the wheels and those
+checkpoints); ``opflow queue --next M --targets`` the Snakemake targets that ``scripts/device_session.sh
+--queue`` trains. After the lease, ``scripts/queue_pull.sh`` publishes what finished and keeps the
+checkpoints of the rest (:mod:`opflow.lease_state`).
 """
 
 from __future__ import annotations
@@ -37,6 +42,7 @@ from typing import Any
 
 import yaml
 
+from opflow import lease_state
 from opflow.data.errors import ConfigError
 from opflow.progress import time_left
 
@@ -46,6 +52,8 @@ DEFAULT_PUBLISHED = ROOT / "published"
 STATES = ("done", "in progress", "pending", "blocked", "on the CPU")
 #: the states a lease does not train
 CLOSED = ("done", "blocked", "on the CPU")
+#: a lease with at least this many minutes free after the pairs that fit starts the next pair for the rest of its time
+FILL_MINUTES = 3.0
 
 
 @dataclass
@@ -67,6 +75,9 @@ class QueueEntry:
     epochs: int | None = None
     #: the per-epoch rows of a pair training on the CPU (its time left at its pace)
     curves: list[dict[str, Any]] = field(default_factory=list)
+    #: in progress: the size of the checkpoint a lease left, and whether it is here with the pointer's size and hash
+    checkpoint_bytes: int = 0
+    ready: bool = False
 
     @property
     def pair(self) -> str:
@@ -153,10 +164,10 @@ def _cpu_order(cpu: Any, path: Path, entries: Mapping[str, QueueEntry]) -> None:
 
 def cpu_pair(entries: Sequence[QueueEntry], published: str | Path = DEFAULT_PUBLISHED) -> QueueEntry | None:
     """The CPU's pair now: the first of the ``cpu:`` list that is neither done (``record.json``) nor in progress on a
-    GPU (``checkpoint.pt`` committed by a lease) in ``published``."""
+    GPU (the pointer ``checkpoint.json`` a lease left) in ``published``."""
     for e in sorted((e for e in entries if e.cpu_rank is not None), key=lambda e: e.cpu_rank):
         folder = Path(published) / e.folder
-        if not (folder / "record.json").exists() and not (folder / "checkpoint.pt").exists():
+        if not (folder / "record.json").exists() and not (folder / lease_state.POINTER).exists():
             return e
     return None
 
@@ -169,16 +180,21 @@ def _curves(path: Path) -> list[dict[str, Any]]:
 
 
 def derive(entries: Sequence[QueueEntry], reference: Sequence[Any], published: str | Path = DEFAULT_PUBLISHED,
-           epochs: Mapping[str, int] | None = None, models: str | Path = ROOT / "models") -> list[QueueEntry]:
+           epochs: Mapping[str, int] | None = None, models: str | Path = ROOT / "models", root: str | Path = ROOT) -> list[QueueEntry]:
     """Fill in numbers (from ``reference``, :func:`opflow.report.load_reference`'s rows), state and epochs
     (from ``published``, and ``models`` for a pair on the CPU; ``epochs``: the protocol's epochs per pair,
-    for the remaining share), and sort by value (module docstring). Closed pairs go last, in queue order."""
+    for the remaining share), whether an unfinished pair's checkpoint is ready under ``root``
+    (:func:`opflow.lease_state.ready`), and sort by value (module docstring). Closed pairs go last, in queue order."""
     published = Path(published)
     current = cpu_pair(entries, published)
     for e in entries:
         e.numbers = sum(1 for r in reference if (r.dataset, r.model) == (e.dataset, e.model))
         folder = published / e.folder
         e.epochs = (epochs or {}).get(e.pair)
+        if (folder / "checkpoint.pt").exists():
+            raise ConfigError(f"{folder / 'checkpoint.pt'}: a lease checkpoint in the tracked files; keep it beside git with "
+                              f"`opflow queue --keep {folder}` (opflow/lease_state.py says why)")
+        pointer = lease_state.read_pointer(folder)
         if (folder / "record.json").exists():
             e.state = "done"
         elif e.blocked:
@@ -187,27 +203,76 @@ def derive(entries: Sequence[QueueEntry], reference: Sequence[Any], published: s
             e.state = "on the CPU"
             e.curves = _curves(Path(models) / e.folder / "curves.json")
             e.epochs_done = len(e.curves)
-        elif (folder / "checkpoint.pt").exists():
+        elif pointer is not None:
             e.state = "in progress"
             e.epochs_done = len(_curves(folder / "curves.json"))
+            e.checkpoint_bytes, e.ready = int(pointer["bytes"]), lease_state.ready(root, folder)
         else:
             e.state = "pending"
     order = {id(e): i for i, e in enumerate(entries)}
     return sorted(entries, key=lambda e: (e.state in CLOSED, -e.value, e.remaining_minutes, order[id(e)]))
 
 
-def next_pairs(entries: Sequence[QueueEntry], minutes: float) -> list[QueueEntry]:
-    """What a lease with ``minutes`` of training takes: the first open pair, then the following ones
-    while the remaining minutes add up to at most ``minutes``."""
-    open_ = [e for e in entries if e.state in ("pending", "in progress")]
-    if not open_:
-        return []
-    chosen, used = [open_[0]], open_[0].remaining_minutes
-    for e in open_[1:]:
-        if used + e.remaining_minutes <= minutes:
-            chosen.append(e)
-            used += e.remaining_minutes
+def next_pairs(entries: Sequence[QueueEntry], minutes: float, carry_budget: int | None = None) -> list[QueueEntry]:
+    """What a lease with ``minutes`` of training takes, in the order of ``entries`` (module docstring): the first
+    open pair, then the following ones while the remaining minutes add up to at most ``minutes``, then, with
+    :data:`FILL_MINUTES` or more still free, the next one for the rest. A pair in progress counts only where its
+    checkpoint is ready and, with ``carry_budget`` (bytes: choosing on the CPU what to carry), while the checkpoints
+    taken fit in it."""
+    chosen: list[QueueEntry] = []
+    used, carried = 0.0, 0
+
+    def usable(e: QueueEntry) -> bool:
+        if e.state == "pending":
+            return True
+        return e.state == "in progress" and e.ready and (carry_budget is None or carried + e.checkpoint_bytes <= carry_budget)
+
+    def take(e: QueueEntry) -> None:
+        nonlocal used, carried
+        chosen.append(e)
+        used += e.remaining_minutes
+        carried += e.checkpoint_bytes if e.state == "in progress" else 0
+
+    for e in entries:
+        if usable(e) and (not chosen or used + e.remaining_minutes <= minutes):
+            take(e)
+    if chosen and minutes - used >= FILL_MINUTES:
+        rest = [e for e in entries if e not in chosen and usable(e)]
+        if rest:
+            take(rest[0])
     return chosen
+
+
+def tracked_bytes(root: str | Path = ROOT) -> int:
+    """The bytes of what a command to the GPU machine sends of the working tree: the tracked files and the untracked
+    ones git does not ignore (``git ls-files -co --exclude-standard``)."""
+    import subprocess
+
+    try:
+        out = subprocess.run(["git", "ls-files", "-z", "-co", "--exclude-standard"], cwd=root, capture_output=True, check=True).stdout
+    except (OSError, subprocess.CalledProcessError) as e:
+        raise ConfigError(f"{root}: cannot list the files a command carries with git ({e})") from None
+    return sum((Path(root) / n).stat().st_size for n in out.decode().split("\0") if n and (Path(root) / n).is_file())
+
+
+def carry_plan(entries: Sequence[QueueEntry], minutes: float, root: str | Path = ROOT, wheels: str = ".whl") -> tuple[list[str], str]:
+    """The ``carry`` of a lease's queue command, ``[wheels, .lease-state/<pair> ...]``: the checkpoints of the pairs
+    in progress that :func:`next_pairs` takes for ``minutes`` within what the command may carry beside the working
+    tree and the wheels; and a line that adds the bytes up."""
+    root = Path(root)
+    wheel_bytes = sum(p.stat().st_size for p in (root / wheels).glob("*.whl"))
+    if not wheel_bytes:
+        raise ConfigError(f"{root / wheels}: no wheels; make them first with scripts/device_wheels.sh")
+    tree = tracked_bytes(root)
+    budget = lease_state.CARRY_LIMIT - tree - wheel_bytes - 2**20  # a MiB to spare
+    chosen = next_pairs(entries, minutes, carry_budget=max(budget, 0))
+    resumed = [e for e in chosen if e.state == "in progress"]
+    paths = [wheels, *(lease_state.state_file(root, e.folder).parent.relative_to(root).as_posix() for e in resumed)]
+    ckpt = sum(e.checkpoint_bytes for e in resumed)
+    mb = 1e6
+    line = (f"carry: the tree {tree / mb:.1f} MB + the wheels {wheel_bytes / mb:.1f} MB + {len(resumed)} checkpoint(s) {ckpt / mb:.1f} MB"
+            f" = {(tree + wheel_bytes + ckpt) / mb:.1f} MB of {lease_state.CARRY_LIMIT / mb:.1f} MB; the lease trains {' '.join(e.pair for e in chosen) or 'nothing'}")
+    return paths, line
 
 
 def protocol_epochs(config_files: Sequence[str | Path], pairs: Sequence[QueueEntry]) -> dict[str, int]:
@@ -252,6 +317,7 @@ def table(entries: Sequence[QueueEntry]) -> str:
         left = time_left(e.curves, e.epochs) if e.state == "on the CPU" and e.epochs else ""
         state = e.state + (f" ({e.epochs_done} of {e.epochs} epochs{', ' + left + ' at its pace' if left else ''})"
                            if e.state in ("in progress", "on the CPU") else "")
+        state += ", its checkpoint is not here (opflow/lease_state.py)" if e.state == "in progress" and not e.ready else ""
         state += f": {e.blocked}" if e.blocked else f": {e.cpu_note}" if e.state == "on the CPU" else ""
         state += f" (on the CPU's list, place {e.cpu_rank + 1}: {e.cpu_note})" if e.state == "pending" and e.cpu_note else ""
         lines.append(f"| {i} | {e.pair} | {state} | {e.numbers} | {e.gpu_minutes:.0f} / {e.remaining_minutes:.0f} | "
@@ -269,6 +335,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--share-gpu", action="store_true", help="with --next: print 2 when every chosen pair may share the GPU, else 1")
     p.add_argument("--cpu-targets", action="store_true", help="print the Snakemake target of the CPU's pair now (the cpu: list; scripts/cpu_training.sh)")
     p.add_argument("--cpu-note", action="store_true", help="print the note of the CPU's pair now in the cpu: list (its record's note when published)")
+    p.add_argument("--carry", action="store_true", help="with --next: print the paths the lease's command carries (the wheels and the checkpoints it resumes)")
+    p.add_argument("--keep", nargs=2, metavar=("CHECKPOINT", "FOLDER"), default=None,
+                   help="keep a lease's unfinished checkpoint for the next lease: into .lease-state/, with its pointer in FOLDER (published/<pair>/)")
 
 
 def run(a: argparse.Namespace) -> int:
@@ -283,8 +352,19 @@ def run(a: argparse.Namespace) -> int:
 
 
 def _run(a: argparse.Namespace) -> int:
+    import sys
+
     from opflow.report import DEFAULT_REFERENCE, load_reference
 
+    if a.keep:
+        checkpoint, folder = (Path(x) for x in a.keep)
+        if not checkpoint.is_file():
+            raise ConfigError(f"--keep: {checkpoint} is not a file")
+        pointer = lease_state.keep(ROOT, folder, checkpoint, len(_curves(folder / "curves.json")))
+        print(f"kept {checkpoint} as {pointer['file']} ({pointer['bytes'] / 1e6:.1f} MB, epoch {pointer['epochs_done']}); pointer {folder / lease_state.POINTER}")
+        return 0
+    if a.carry and a.next is None:
+        raise ConfigError("--carry needs --next MINUTES: the minutes of training the lease has")
     entries = load_queue(a.queue)
     entries = derive(entries, load_reference(a.reference or DEFAULT_REFERENCE), a.published, protocol_epochs(a.config, entries))
     if a.cpu_targets or a.cpu_note:
@@ -293,6 +373,11 @@ def _run(a: argparse.Namespace) -> int:
     if a.next is not None:
         if not (math.isfinite(a.next) and a.next > 0):
             raise ConfigError(f"--next: {a.next!r} must be a number of minutes > 0")
+        if a.carry:
+            paths, line = carry_plan(entries, a.next)
+            print(line, file=sys.stderr)
+            print(" ".join(paths))
+            return 0
         entries = next_pairs(entries, a.next)
         if a.share_gpu:
             print(2 if len(entries) > 1 and all(e.share_gpu for e in entries) else 1)
@@ -304,4 +389,5 @@ def _run(a: argparse.Namespace) -> int:
     return 0
 
 
-__all__ = ["QueueEntry", "cpu_pair", "derive", "load_queue", "next_pairs", "protocol_epochs", "standing", "table"]
+__all__ = ["FILL_MINUTES", "QueueEntry", "carry_plan", "cpu_pair", "derive", "load_queue", "next_pairs", "protocol_epochs", "standing", "table",
+           "tracked_bytes"]

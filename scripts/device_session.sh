@@ -17,11 +17,12 @@
 #            (data/darcy43/r43.nc, carried), 3 seeds each, side by side on the GPU (benchmarks/precision.py);
 #   step     single training steps, wall time against the GPU's kernel time (benchmarks/train_speed.py --steps):
 #            ONO on Darcy in every precision / compile / CUDA-graph setting, then GT, GNOT, FNO, ViTNO;
-#   queue    the lease queue (config/queue.yaml, `opflow queue`): the next pairs that fit the time left, their
-#            committed checkpoints (published/<pair>/checkpoint.pt) restored into models/, trained by
-#            scripts/device_run.sh with every training stopped by one deadline (OPFLOW_TRAIN_DEADLINE) so that
-#            evaluation and packing still fit; back on the CPU, scripts/queue_pull.sh publishes what finished
-#            and commits the checkpoints of the rest. --queue is --steps queue;
+#   queue    the lease queue (config/queue.yaml, `opflow queue`): the next pairs that fit the time left, the
+#            checkpoints of those an earlier lease left unfinished restored into models/ (carried: the command's
+#            carry is what `opflow queue --next M --carry` prints on the CPU machine; a pair whose checkpoint did not
+#            come is not chosen), trained by scripts/device_run.sh with every training stopped by one deadline
+#            (OPFLOW_TRAIN_DEADLINE) so that evaluation and packing still fit; back on the CPU, scripts/queue_pull.sh
+#            publishes what finished and keeps the checkpoints of the rest. --queue is --steps queue;
 #   train    the Darcy ONO paper run (scripts/device_run.sh) with the time that is left (at least 5 minutes are kept
 #            for it), packed into $OUT with its checkpoint for scripts/device_pull.sh. Its datasets are made first,
 #            in the background on the other half of the cores, while the steps before it run.
@@ -219,13 +220,13 @@ if want queue; then  # the queue's next pairs with what is left, all trainings s
     train_args "${chosen[@]}"; queue_targets=("${args[@]}")
     [[ $rehearse -eq 1 ]] && { train_args quick/results/darcy_ono.json; queue_targets=("${args[@]}"); }  # the rehearsal: the quick profile's target instead
     if [[ ${#chosen[@]} -gt 0 ]]; then
-        for t in "${chosen[@]}"; do  # a pair left unfinished by an earlier lease: its committed state
-            pair="$(basename "$t" .json)"
-            if [[ -f "published/$pair/checkpoint.pt" ]]; then
+        for t in "${chosen[@]}"; do  # a pair left unfinished by an earlier lease: its checkpoint, carried (`opflow queue --carry`)
+            pair="$(basename "$t" .json)"  # the queue chose it only with the checkpoint here, its pointer's size and hash
+            if [[ -f "published/$pair/checkpoint.json" ]]; then
                 mkdir -p "models/$pair"
-                cp "published/$pair/checkpoint.pt" "models/$pair/"
+                cp ".lease-state/$pair/checkpoint.pt" "models/$pair/" || { say "queue: .lease-state/$pair/checkpoint.pt missing"; exit 1; }
                 for f in train.log curves.csv curves.json; do [[ -f "published/$pair/$f" ]] && cp "published/$pair/$f" "models/$pair/"; done
-                say "restored published/$pair/checkpoint.pt"
+                say "restored .lease-state/$pair/checkpoint.pt"
             fi
         done
         export OPFLOW_TRAIN_DEADLINE=$(( $(date +%s) + $(left) - 60 ))

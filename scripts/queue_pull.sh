@@ -1,17 +1,19 @@
 #!/usr/bin/env bash
 # After a lease of the queue (scripts/device_session.sh --queue): take its state back, publish what finished, and
-# keep the checkpoints of the rest under published/ for the next lease (then commit published/).
+# keep the checkpoints of the rest for the next lease (beside git, with a pointer in published/; then commit published/).
 #
 # Usage (repository root, on the CPU machine): scripts/queue_pull.sh FILES_AT [NOTE]
 #   FILES_AT: the folder of the device reply's files (files_at); NOTE: circumstances for the records (default:
 #   "trained on a lent GPU by the lease queue").
 # 1. scripts/device_pull.sh FILES_AT: the state into .device-state, unpacked into .device-tree;
-# 2. every results/<pair>.json there: `opflow publish` into published/<pair>/ (which removes the checkpoint and the
-#    page of the run in progress that an earlier lease left there);
-# 3. every models/<pair>/checkpoint.pt there without a result: copied with train.log and curves.* into published/<pair>/
-#    (what the next lease resumes from; a few MB to 30 MB each: the tree that travels must stay under 64 MiB), with a
-#    README.md where there is none, whose table of where the run stands `opflow docs` then writes;
-# 4. `opflow queue`: the queue's new state.
+# 2. every results/<pair>.json there: `opflow publish` into published/<pair>/ (which removes the checkpoint, its
+#    pointer and the page of the run in progress that an earlier lease left);
+# 3. every models/<pair>/checkpoint.pt there without a result: train.log and curves.* into published/<pair>/, the
+#    checkpoint kept for the next lease beside git (`opflow queue --keep`: .lease-state/<pair>/checkpoint.pt, ignored,
+#    and its pointer published/<pair>/checkpoint.json; 15-29 MB each, opflow/lease_state.py says why not in git),
+#    and a README.md where there is none, whose table of where the run stands `opflow docs` then writes;
+# 4. `opflow queue`: the queue's new state. Commit published/; the next lease carries what `opflow queue --next M
+#    --carry` names.
 set -euo pipefail
 src="${1:?usage: scripts/queue_pull.sh FILES_AT [NOTE]}"
 note="${2:-trained on a lent GPU by the lease queue (scripts/device_session.sh --queue)}"
@@ -33,12 +35,11 @@ for c in "$tree"/models/*/checkpoint.pt; do
     pair="$(basename "$(dirname "$c")")"
     [[ -f "$tree/results/$pair.json" ]] && continue
     mkdir -p "published/$pair"
-    cp "$c" "published/$pair/checkpoint.pt"
     for f in train.log curves.csv curves.json curves.png; do
         [[ -f "$tree/models/$pair/$f" ]] && cp "$tree/models/$pair/$f" "published/$pair/$f"
     done
-    pages+=(--progress-page "published/$pair" "Trained by the lease queue on borrowed GPUs (\`opflow queue\`, docs/gpu.md); \`checkpoint.pt\` is what the next lease resumes.")
-    echo "queue_pull: kept published/$pair/checkpoint.pt ($(du -h "$c" | cut -f1)) for the next lease"
+    "${opflow_cmd[@]}" queue --keep "$c" "published/$pair"  # after curves.json: the pointer records its epochs
+    pages+=(--progress-page "published/$pair" "Trained by the lease queue on borrowed GPUs (\`opflow queue\`, docs/gpu.md); \`checkpoint.json\` points to the checkpoint the next lease resumes, kept beside git on the machine that pulls the leases (\`.lease-state/$pair/\`, opflow/lease_state.py).")
 done
 "${opflow_cmd[@]}" docs "${pages[@]}"  # a README.md for a folder without one (opflow.doc_tables.progress_page), then every table
 "${opflow_cmd[@]}" queue

@@ -58,15 +58,23 @@ def test_a_paper_run_is_published_with_its_numbers_ratios_and_machine(paper_run:
 
 
 def test_publishing_a_finished_run_removes_the_state_and_page_of_its_run_in_progress(paper_run: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    """A pair trained over several leases (or on the CPU) had published/<pair>/checkpoint.pt and a README.md saying
-    where it stood; once published, neither is true any more. A README of another kind is the author's and stays."""
+    """A pair trained over several leases had published/<pair>/checkpoint.json, the pointer to the checkpoint the
+    leases resumed (opflow.lease_state), and a README.md saying where it stood; once published, neither is true any
+    more, and the checkpoint goes too. A README of another kind is the author's and stays."""
+    from opflow import lease_state
+
     out = paper_run / "published/burgers512_fno1d"
-    out.mkdir(parents=True)
-    (out / "checkpoint.pt").write_bytes(b"state")
+    state = paper_run / ".lease-state/burgers512_fno1d/checkpoint.pt"
+    state.parent.mkdir(parents=True)
+    state.write_bytes(b"state")
+    lease_state.keep(paper_run, out, state, 3)  # the pointer names the file relative to paper_run
+    pointer = json.loads((out / "checkpoint.json").read_text())
+    (out / "checkpoint.json").write_text(json.dumps({**pointer, "file": str(state)}))  # absolute: publish resolves it from the repository
     (out / "README.md").write_text("# not finished\n\n<!-- generated: run-progress -->\n| | |\n<!-- /generated -->\n")
     assert main(["publish", str(paper_run / "results/burgers512_fno1d.json"), "--out", str(out)]) == 0
-    assert f"{out}: removed checkpoint.pt and README.md of the run in progress" in capsys.readouterr().out
-    assert not (out / "checkpoint.pt").exists() and not (out / "README.md").exists() and (out / "record.json").exists()
+    assert f"{out}: removed checkpoint.json, {state} and README.md of the run in progress" in capsys.readouterr().out
+    assert not (out / "checkpoint.json").exists() and not state.exists() and not state.parent.exists()
+    assert not (out / "README.md").exists() and (out / "record.json").exists()
     (out / "README.md").write_text("# notes on this record\n")
     assert main(["publish", str(paper_run / "results/burgers512_fno1d.json"), "--out", str(out)]) == 0
     assert (out / "README.md").read_text() == "# notes on this record\n"

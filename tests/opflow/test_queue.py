@@ -8,9 +8,10 @@ from pathlib import Path
 
 import pytest
 
+from opflow import lease_state
 from opflow.cli import main
 from opflow.data.errors import ConfigError
-from opflow.queue import DEFAULT_QUEUE, derive, load_queue, next_pairs, protocol_epochs, standing, table
+from opflow.queue import DEFAULT_QUEUE, carry_plan, derive, load_queue, next_pairs, protocol_epochs, standing, table
 from opflow.report import load_reference
 
 
@@ -62,24 +63,36 @@ def test_a_bad_queue_entry_is_named(tmp_path, text, msg):
         load_queue(write(tmp_path, text))
 
 
+def unfinished(root: Path, pair: str, epochs: int, size: int = 1000) -> Path:
+    """What scripts/queue_pull.sh leaves of a pair a lease did not finish: published/<pair>/ with its curves and the
+    pointer, the checkpoint in root/.lease-state/<pair>/."""
+    folder = root / "published" / pair
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "curves.json").write_text(json.dumps([{"epoch": i} for i in range(1, epochs + 1)]))
+    pulled = root / "pulled" / pair / "checkpoint.pt"
+    pulled.parent.mkdir(parents=True, exist_ok=True)
+    pulled.write_bytes(b"x" * size)
+    lease_state.keep(root, folder, pulled, epochs)
+    return folder
+
+
 def test_state_value_and_order_come_from_the_records_and_the_reference(tmp_path):
     pub = tmp_path / "published"
     (pub / "a_m").mkdir(parents=True)
     (pub / "a_m" / "record.json").write_text("{}")  # done
-    (pub / "c_m").mkdir()
-    (pub / "c_m" / "checkpoint.pt").write_bytes(b"x")  # in progress: 40 of 100 epochs
-    (pub / "c_m" / "curves.json").write_text(json.dumps([{"epoch": i} for i in range(1, 41)]))
+    unfinished(tmp_path, "c_m", 40)  # in progress: 40 of 100 epochs
     refs = [Ref("a", "m"), Ref("b", "m"), Ref("c", "m"), Ref("c", "m"), Ref("c", "m"), Ref("c", "m"), Ref("c", "m"), Ref("e", "m")]
-    entries = derive(load_queue(write(tmp_path, QUEUE)), refs, pub, {"c/m": 100})
+    entries = derive(load_queue(write(tmp_path, QUEUE)), refs, pub, {"c/m": 100}, root=tmp_path)
     by = {e.pair: e for e in entries}
     assert [by[p].state for p in ("a/m", "b/m", "c/m", "d/m", "e/m")] == ["done", "pending", "in progress", "blocked", "pending"]
     assert by["c/m"].epochs_done == 40 and by["c/m"].remaining_minutes == pytest.approx(60.0)
-    assert by["c/m"].numbers == 5 and by["a/m"].remaining_minutes == 0
+    assert by["c/m"].numbers == 5 and by["a/m"].remaining_minutes == 0 and by["c/m"].ready and by["c/m"].checkpoint_bytes == 1000
     # value per GPU minute: b 1/5, e 1/8, c 5/100; then done and blocked last
     assert [e.pair for e in entries] == ["b/m", "e/m", "c/m", "a/m", "d/m"]
-    assert [e.pair for e in next_pairs(entries, 14)] == ["b/m", "e/m"]  # 5 + 8 <= 14
-    assert [e.pair for e in next_pairs(entries, 12)] == ["b/m"]
+    assert [e.pair for e in next_pairs(entries, 14)] == ["b/m", "e/m"]  # 5 + 8 <= 14, and 1 minute left: nothing more
     assert [e.pair for e in next_pairs(entries, 2)] == ["b/m"]  # the first is taken even when it does not fit
+    assert [e.pair for e in next_pairs(entries, 11)] == ["b/m", "e/m"]  # b fits; 6 minutes left (>= 3): e for the rest
+    assert [e.pair for e in next_pairs(entries, 7.9)] == ["b/m"]  # 2.9 minutes left: not worth a start
     assert next_pairs([e for e in entries if e.state in ("done", "blocked")], 100) == []
 
 
@@ -129,8 +142,7 @@ def test_the_cpu_trains_its_list_in_order_skipping_what_a_lease_finished_or_star
     (pub / "e_m").mkdir(parents=True)
     (pub / "e_m" / "record.json").write_text("{}")  # the CPU's first pair published: the second one's turn
     assert states()["e/m"] == "done" and states()["b/m"] == "on the CPU"
-    (pub / "b_m").mkdir()
-    (pub / "b_m" / "checkpoint.pt").write_bytes(b"x")  # a lease had started it (hypothetically): the GPU keeps it
+    unfinished(tmp_path, "b_m", 2)  # a lease had started it (hypothetically): the GPU keeps it
     s = states()
     assert s["b/m"] == "in progress" and s["a/m"] == "on the CPU"
 
@@ -150,3 +162,44 @@ def test_where_each_pair_stands_in_words_for_the_report(tmp_path):
         ("e", "m"): "training on the CPU now, in the background (the cpu: list of config/queue.yaml)",
         ("d", "m"): "queued for the GPU leases but blocked: no data",
     }
+
+
+def test_a_pair_in_progress_is_taken_only_with_its_checkpoint_here_and_within_what_a_command_carries(tmp_path):
+    """On the GPU machine, a pair in progress whose checkpoint did not come (or is not the one of its pointer) is
+    not trained: it would start again from scratch. On the CPU machine the checkpoints chosen must fit the carry."""
+    text = "queue:\n" + "".join(f"  - {{pair: {p}/m, gpu_minutes: 10, source: measured}}\n" for p in "abc")
+    refs = [Ref("a", "m"), Ref("b", "m"), Ref("c", "m")]
+    unfinished(tmp_path, "a_m", 90, size=3000)
+    unfinished(tmp_path, "b_m", 90, size=2000)
+
+    def chosen(minutes: float, budget: int | None = None) -> list[str]:
+        entries = derive(load_queue(write(tmp_path, text)), refs, tmp_path / "published", {f"{p}/m": 100 for p in "abc"}, root=tmp_path)
+        return [e.pair for e in next_pairs(entries, minutes, carry_budget=budget)]
+
+    assert chosen(5) == ["a/m", "b/m", "c/m"]  # 1 + 1 minute left of each, then c for the 3 minutes left
+    assert chosen(5, budget=4000) == ["a/m", "c/m"]  # b's checkpoint does not fit beside a's: it waits
+    assert chosen(5, budget=2500) == ["b/m", "c/m"]
+    (tmp_path / ".lease-state/a_m/checkpoint.pt").write_bytes(b"y" * 3000)  # another file of the same size
+    assert chosen(5) == ["b/m", "c/m"]
+    (tmp_path / ".lease-state/b_m/checkpoint.pt").unlink()  # not carried
+    assert chosen(5) == ["c/m"]
+    entries = derive(load_queue(write(tmp_path, text)), refs, tmp_path / "published", {f"{p}/m": 100 for p in "abc"}, root=tmp_path)
+    assert "| b/m | in progress (90 of 100 epochs), its checkpoint is not here" in table(entries)
+    (tmp_path / "published/c_m").mkdir()
+    (tmp_path / "published/c_m/checkpoint.pt").write_bytes(b"x")  # the old way: a checkpoint among the tracked files
+    with pytest.raises(ConfigError, match=r"c_m/checkpoint.pt: a lease checkpoint in the tracked files; keep it beside git with `opflow queue --keep"):
+        derive(load_queue(write(tmp_path, text)), refs, tmp_path / "published", root=tmp_path)
+
+
+def test_the_carry_of_a_lease_is_the_wheels_and_the_checkpoints_it_resumes(tmp_path, monkeypatch):
+    text = "queue:\n" + "".join(f"  - {{pair: {p}/m, gpu_minutes: 10, source: measured}}\n" for p in "ab")
+    unfinished(tmp_path, "b_m", 50, size=3000)
+    (tmp_path / ".whl").mkdir()
+    (tmp_path / ".whl/x-1-py3-none-any.whl").write_bytes(b"w" * 100)
+    monkeypatch.setattr("opflow.queue.tracked_bytes", lambda root: 5000)
+    entries = derive(load_queue(write(tmp_path, text)), [Ref("a", "m"), Ref("b", "m")], tmp_path / "published", {"a/m": 100, "b/m": 100}, root=tmp_path)
+    paths, line = carry_plan(entries, 8, root=tmp_path)
+    assert paths == [".whl", ".lease-state/b_m"]  # b (5 minutes left) resumes, then a starts for the 3 minutes left
+    assert line == "carry: the tree 0.0 MB + the wheels 0.0 MB + 1 checkpoint(s) 0.0 MB = 0.0 MB of 67.1 MB; the lease trains b/m a/m"
+    monkeypatch.setattr("opflow.queue.tracked_bytes", lambda root: lease_state.CARRY_LIMIT - 3000)  # no room for it
+    assert carry_plan(entries, 8, root=tmp_path)[0] == [".whl"]

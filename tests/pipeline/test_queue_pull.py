@@ -3,6 +3,7 @@ that says where it stands, for the next lease to resume."""
 
 from __future__ import annotations
 
+import hashlib
 import io
 import json
 import subprocess
@@ -35,10 +36,15 @@ def test_an_unfinished_pair_is_kept_with_its_checkpoint_and_a_page_of_where_it_s
     run = subprocess.run([str(repo / "scripts/queue_pull.sh"), str(tmp_path / "files_at")], cwd=repo, env=env, capture_output=True, text=True, timeout=300)
     assert run.returncode == 0, run.stdout + run.stderr
     folder = repo / "published" / pair
-    assert (folder / "checkpoint.pt").read_bytes() == b"not a real checkpoint"
+    assert not (folder / "checkpoint.pt").exists()  # not among the tracked files: beside git, with a pointer
+    assert (repo / ".lease-state" / pair / "checkpoint.pt").read_bytes() == b"not a real checkpoint"
+    pointer = json.loads((folder / "checkpoint.json").read_text())
+    assert pointer == {"file": f".lease-state/{pair}/checkpoint.pt", "bytes": 21, "sha256": hashlib.sha256(b"not a real checkpoint").hexdigest(), "epochs_done": 3}
+    ignored = subprocess.run(["git", "check-ignore", "-q", f".lease-state/{pair}/checkpoint.pt"], cwd=repo)
+    assert ignored.returncode == 0
     assert json.loads((folder / "curves.json").read_text())[-1]["epoch"] == 3
     page = (folder / "README.md").read_text()
-    assert page.startswith(f"# {pair} at the paper protocol: not finished\n") and "`checkpoint.pt` is what the next lease" in page
+    assert page.startswith(f"# {pair} at the paper protocol: not finished\n") and "`checkpoint.json` points to the checkpoint the next lease" in page
     assert "| epochs done | 3 of 100, the last one finished 2026-11-27T10:03:00+00:00 " in page
     assert "| left | 97 epochs: about 0.1 h at that median" in page
     assert f"| {pair.replace('_', '/', 1)} | in progress (3 of 100 epochs) |" in run.stdout  # the queue's new state
