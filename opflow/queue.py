@@ -272,6 +272,10 @@ def carry_plan(entries: Sequence[QueueEntry], minutes: float, root: str | Path =
     mb = 1e6
     line = (f"carry: the tree {tree / mb:.1f} MB + the wheels {wheel_bytes / mb:.1f} MB + {len(resumed)} checkpoint(s) {ckpt / mb:.1f} MB"
             f" = {(tree + wheel_bytes + ckpt) / mb:.1f} MB of {lease_state.CARRY_LIMIT / mb:.1f} MB; the lease trains {' '.join(e.pair for e in chosen) or 'nothing'}")
+    left_home = [e for e in next_pairs(entries, minutes) if e.state == "in progress" and e not in resumed]
+    for e in left_home:  # it would resume first, but does not fit: the lease starts other pairs, and it waits
+        line += (f"\nwarning: {e.pair} is in progress and would resume, but its checkpoint ({e.checkpoint_bytes / mb:.1f} MB) does not fit"
+                 f" the {max(budget, 0) / mb:.1f} MB left beside the tree and the wheels; make the tracked files smaller (git ls-files)")
     return paths, line
 
 

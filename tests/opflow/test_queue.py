@@ -202,4 +202,7 @@ def test_the_carry_of_a_lease_is_the_wheels_and_the_checkpoints_it_resumes(tmp_p
     assert paths == [".whl", ".lease-state/b_m"]  # b (5 minutes left) resumes, then a starts for the 3 minutes left
     assert line == "carry: the tree 0.0 MB + the wheels 0.0 MB + 1 checkpoint(s) 0.0 MB = 0.0 MB of 67.1 MB; the lease trains b/m a/m"
     monkeypatch.setattr("opflow.queue.tracked_bytes", lambda root: lease_state.CARRY_LIMIT - 3000)  # no room for it
-    assert carry_plan(entries, 8, root=tmp_path)[0] == [".whl"]
+    paths, line = carry_plan(entries, 8, root=tmp_path)
+    assert paths == [".whl"] and line.splitlines()[0].endswith("the lease trains a/m")
+    assert line.splitlines()[1] == ("warning: b/m is in progress and would resume, but its checkpoint (0.0 MB) does not fit the 0.0 MB left "
+                                    "beside the tree and the wheels; make the tracked files smaller (git ls-files)")
