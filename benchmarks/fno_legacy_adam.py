@@ -96,7 +96,7 @@ def train(dataset: str, seed: int, optimizer: str) -> int:
 
 def collect(dataset: str, seeds: list[int]) -> dict[str, Any]:
     """The runs' numbers beside the published one (config/reference.yaml)."""
-    from opflow.report import load_reference
+    from opflow.reference import load_reference
 
     (ref,) = [e for e in load_reference(ROOT / "config/reference.yaml") if (e.dataset, e.model, e.statistic) == (dataset, MODEL, "mean")]
     runs, by_opt = [], {o: [] for o in OPTIMIZERS}

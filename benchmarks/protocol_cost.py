@@ -6,7 +6,7 @@
 Which protocols. The (dataset, model) pairs of the config's ``targets`` (``results/<dataset>_<model>.json``,
 split as the workflow's wildcards split it: the longest dataset and model names first) and of every
 entry ``<dataset>/<model>/<statistic>`` of ``config/reference.yaml`` (read by
-:func:`opflow.report.load_reference`) whose dataset and model are configured: every pair the
+:func:`opflow.reference.load_reference`) whose dataset and model are configured: every pair the
 profile trains or has a published number for (:func:`published_protocols`).
 
 What a protocol is. Its run config resolved as the workflow resolves it (:func:`opflow.config.resolve_run`:
@@ -137,7 +137,7 @@ def published_protocols(config: Mapping[str, Any], reference: str | os.PathLike[
     """The (dataset, model) pairs of ``targets`` and of the published numbers of ``reference``, in
     that order: ``{"dataset", "model", "target", "reference": [entries]}``; reference keys whose dataset
     or model this config lacks (published baselines opflow does not have) are left out."""
-    from opflow.report import load_reference
+    from opflow.reference import load_reference
 
     datasets, models = config.get("datasets") or {}, config.get("models") or {}
     alt = lambda names: "|".join(re.escape(n) for n in sorted(names, key=len, reverse=True))  # noqa: E731

@@ -65,7 +65,8 @@ class DocsError(ValueError):
 
 def _report(repo: Path):
     """The report of the committed records, with what they say of diverged and unfinished runs and costs."""
-    from opflow.report import build_report, load_facts, load_reference
+    from opflow.reference import load_reference
+    from opflow.report import build_report, load_facts
 
     files = sorted(repo.glob("published/*/result.json"))
     ref = load_reference(repo / "config" / "reference.yaml")
@@ -90,7 +91,7 @@ def reproductions_summary(repo: Path = REPO) -> str:
     """The README's results table: every reproduced row (a paper-protocol run with a published number),
     numbers in the report's one format (:mod:`opflow.report_format`)."""
     from opflow import report_format as fmt
-    from opflow.report import RefEntry
+    from opflow.reference import RefEntry
 
     lines = ["| record | published number | ours | published | ours / published | trained on (h:mm) |", "| --- | --- | ---: | ---: | ---: | --- |"]
     for r in _report(repo).rows:

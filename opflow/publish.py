@@ -40,7 +40,8 @@ from opflow.atomic import atomic_path, atomic_write_text
 from opflow.doc_tables import PROGRESS_BLOCK
 from opflow.data.errors import ConfigError
 from opflow.records import Results
-from opflow.report import DEFAULT_PAPER_CONFIG, DEFAULT_REFERENCE, RefEntry, load_reference, paper_hashes, statistic_of
+from opflow.reference import DEFAULT_REFERENCE, RefEntry, load_reference
+from opflow.report import DEFAULT_PAPER_CONFIG, paper_hashes, statistic_of
 
 __all__ = ["ARTEFACTS", "machine", "publish"]
 

@@ -181,7 +181,7 @@ def _curves(path: Path) -> list[dict[str, Any]]:
 
 def derive(entries: Sequence[QueueEntry], reference: Sequence[Any], published: str | Path = DEFAULT_PUBLISHED,
            epochs: Mapping[str, int] | None = None, models: str | Path = ROOT / "models", root: str | Path = ROOT) -> list[QueueEntry]:
-    """Fill in numbers (from ``reference``, :func:`opflow.report.load_reference`'s rows), state and epochs
+    """Fill in numbers (from ``reference``, :func:`opflow.reference.load_reference`'s rows), state and epochs
     (from ``published``, and ``models`` for a pair on the CPU; ``epochs``: the protocol's epochs per pair,
     for the remaining share), whether an unfinished pair's checkpoint is ready under ``root``
     (:func:`opflow.lease_state.ready`), and sort by value (module docstring). Closed pairs go last, in queue order."""
@@ -193,7 +193,8 @@ def derive(entries: Sequence[QueueEntry], reference: Sequence[Any], published: s
         e.epochs = (epochs or {}).get(e.pair)
         if (folder / "checkpoint.pt").exists():
             raise ConfigError(f"{folder / 'checkpoint.pt'}: a lease checkpoint in the tracked files; keep it beside git with "
-                              f"`opflow queue --keep {folder}` (opflow/lease_state.py says why)")
+                              f"`opflow queue --keep {folder / 'checkpoint.pt'} {folder}`, then `git rm {folder / 'checkpoint.pt'}` "
+                              "(opflow/lease_state.py says why)")
         pointer = lease_state.read_pointer(folder)
         if (folder / "record.json").exists():
             e.state = "done"
@@ -358,7 +359,7 @@ def run(a: argparse.Namespace) -> int:
 def _run(a: argparse.Namespace) -> int:
     import sys
 
-    from opflow.report import DEFAULT_REFERENCE, load_reference
+    from opflow.reference import DEFAULT_REFERENCE, load_reference
 
     if a.keep:
         checkpoint, folder = (Path(x) for x in a.keep)

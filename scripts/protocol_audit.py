@@ -91,7 +91,7 @@ def audit(config_path: Path = REPO / "config" / "default.yaml", reference_path: 
     """One :class:`Row` per published number, in the order of the reference file."""
     from opflow.config import load_config_files, parse_workflow
     from opflow.data.errors import ConfigError
-    from opflow.report import load_reference
+    from opflow.reference import load_reference
     from pipeline.config import check_pairs
 
     cfg = load_config_files([str(config_path)])

@@ -16,7 +16,8 @@ import pytest
 from opflow.cli import main
 from opflow.config import load_config_files, resolve_run
 from opflow.publish import publish
-from opflow.report import DEFAULT_PAPER_CONFIG, build_report, load_reference, paper_hashes
+from opflow.reference import load_reference
+from opflow.report import DEFAULT_PAPER_CONFIG, build_report, paper_hashes
 from opflow.report_page import ours_table
 from opflow.report_status import Status
 

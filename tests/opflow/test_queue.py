@@ -12,7 +12,7 @@ from opflow import lease_state
 from opflow.cli import main
 from opflow.data.errors import ConfigError
 from opflow.queue import DEFAULT_QUEUE, carry_plan, derive, load_queue, next_pairs, protocol_epochs, standing, table
-from opflow.report import load_reference
+from opflow.reference import load_reference
 
 
 def write(tmp_path: Path, text: str) -> Path:

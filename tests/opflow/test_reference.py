@@ -11,7 +11,8 @@ from pathlib import Path
 import pytest
 
 from opflow.config import load_config_files, parse_workflow
-from opflow.report import DEFAULT_PAPER_CONFIG, load_reference
+from opflow.reference import load_reference
+from opflow.report import DEFAULT_PAPER_CONFIG
 
 REPO = Path(__file__).resolve().parents[2]
 

@@ -18,7 +18,8 @@ import yaml
 
 from opflow.config import load_config_files, resolve_run
 from opflow.data.errors import ConfigError
-from opflow.report import DEFAULT_PAPER_CONFIG, DEFAULT_REFERENCE, load_reference, write_report
+from opflow.reference import DEFAULT_REFERENCE, load_reference
+from opflow.report import DEFAULT_PAPER_CONFIG, write_report
 from report_helpers import PNG, Page, results
 from workflow_helpers import snakemake
 

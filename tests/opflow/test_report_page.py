@@ -22,7 +22,8 @@ import pytest
 import yaml
 
 from opflow.config import load_config_files
-from opflow.report import DEFAULT_PAPER_CONFIG, load_reference, write_report
+from opflow.reference import load_reference
+from opflow.report import DEFAULT_PAPER_CONFIG, write_report
 from opflow.report_status import TOLERANCE
 from report_helpers import Page
 
