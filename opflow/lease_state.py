@@ -19,6 +19,11 @@ beside the run's log, curves and page. The queue reads the pair as *in progress*
 resume where the file is present with that size and hash (:func:`ready`): on the GPU machine, where it was carried.
 A pair whose checkpoint is not ready is not trained by that lease (it would start again from scratch); a lost file
 is noticed, not silently replaced.
+
+Data the GPU machine cannot make (the FEM sets: no dolfinx there) waits here too: ``.lease-state/data/<x>`` is the
+subset of ``data/<x>`` that the queued pairs reading it need (:mod:`opflow.data.subset`; ``data/elasticity/all.nc``,
+40.5 MB, becomes 11.6 MB), written by ``opflow queue --next M --carry`` (:func:`opflow.queue.carried_data`) and
+copied into ``data/`` there by ``scripts/device_session.sh --queue``.
 """
 
 from __future__ import annotations
@@ -40,6 +45,16 @@ STATE_DIR = ".lease-state"
 POINTER = "checkpoint.json"
 #: what one command may carry to the GPU machine (the device tool's limit)
 CARRY_LIMIT = 64 * 2**20
+
+
+#: where the subsets of the data files a lease carries wait (``data/<x>`` as ``.lease-state/data/<x>``;
+#: :func:`opflow.queue.carried_data`); on the GPU machine ``scripts/device_session.sh --queue`` copies them into ``data/``
+DATA_DIR = f"{STATE_DIR}/data"
+
+
+def carried_data(root: str | os.PathLike[str], data: str) -> Path:
+    """Where the carried subset of the data file ``data`` (``data/...``, relative to ``root``) is kept."""
+    return Path(root) / DATA_DIR / Path(data).relative_to("data")
 
 
 def state_file(root: str | os.PathLike[str], pair: str) -> Path:
@@ -103,4 +118,4 @@ def drop(root: str | os.PathLike[str], folder: str | os.PathLike[str]) -> list[s
     return gone
 
 
-__all__ = ["CARRY_LIMIT", "POINTER", "STATE_DIR", "drop", "keep", "read_pointer", "ready", "state_file"]
+__all__ = ["CARRY_LIMIT", "DATA_DIR", "POINTER", "STATE_DIR", "carried_data", "drop", "keep", "read_pointer", "ready", "state_file"]

@@ -23,9 +23,11 @@ when it does not fit: it trains part of its epochs and resumes in the next lease
 following pair while the sum of remaining minutes fits, then, where :data:`FILL_MINUTES` or more are
 still free, the next pair for the rest of the lease. A pair in progress is taken only where its
 checkpoint is ready (carried to the GPU machine, its size and hash those of the pointer) and, on the
-CPU side, while the checkpoints fit what a command carries. ``opflow queue`` prints the table;
-``opflow queue --next M --carry`` the paths the lease's command carries (the wheels and those
-checkpoints); ``opflow queue --next M --targets`` the Snakemake targets that ``scripts/device_session.sh
+CPU side, while the checkpoints fit what a command carries. A pair whose entry names its ``data`` (a file
+the GPU machine cannot make: FEM) is taken only where that file is present, and on the CPU side while its
+subset (:mod:`opflow.data.subset`, counted once per file) fits too. ``opflow queue`` prints the table;
+``opflow queue --next M --carry`` the paths the lease's command carries (the wheels, those
+checkpoints and ``.lease-state/data``, the subsets it writes: :func:`carried_data`); ``opflow queue --next M --targets`` the Snakemake targets that ``scripts/device_session.sh
 --queue`` trains. After the lease, ``scripts/queue_pull.sh`` publishes what finished and keeps the
 checkpoints of the rest (:mod:`opflow.lease_state`).
 """
@@ -78,6 +80,11 @@ class QueueEntry:
     #: in progress: the size of the checkpoint a lease left, and whether it is here with the pointer's size and hash
     checkpoint_bytes: int = 0
     ready: bool = False
+    #: the data file the pair reads where the GPU machine cannot make it (a FEM set), carried as a subset
+    #: (:mod:`opflow.data.subset`, :func:`opflow.lease_state.carried_data`); whether it is here; the subset's size
+    data: str | None = None
+    data_here: bool = True
+    data_bytes: int = 0
 
     @property
     def pair(self) -> str:
@@ -106,7 +113,7 @@ class QueueEntry:
 
 
 def load_queue(path: str | Path = DEFAULT_QUEUE) -> list[QueueEntry]:
-    """The entries of ``path`` (``queue:`` list of ``{pair, gpu_minutes, source, share_gpu?, blocked?}``; ``cpu:``
+    """The entries of ``path`` (``queue:`` list of ``{pair, gpu_minutes, source, share_gpu?, blocked?, data?}``; ``cpu:``
     list of ``{pair, note}``, the CPU's order), each checked: a :class:`ConfigError` names the entry and the key."""
     path = Path(path)
     try:
@@ -116,7 +123,7 @@ def load_queue(path: str | Path = DEFAULT_QUEUE) -> list[QueueEntry]:
     if not isinstance(doc, Mapping) or not isinstance(doc.get("queue"), list):
         raise ConfigError(f"{path}: the queue file needs a top-level 'queue:' list of entries")
     out, seen = [], set()
-    allowed = {"pair", "gpu_minutes", "source", "share_gpu", "blocked"}
+    allowed = {"pair", "gpu_minutes", "source", "share_gpu", "blocked", "data"}
     for i, e in enumerate(doc["queue"]):
         where = f"{path.name}: queue[{i}]"
         if not isinstance(e, Mapping):
@@ -138,8 +145,11 @@ def load_queue(path: str | Path = DEFAULT_QUEUE) -> list[QueueEntry]:
         blocked = e.get("blocked")
         if blocked is not None and not (isinstance(blocked, str) and blocked.strip()):
             raise ConfigError(f"{where} ({pair}): blocked, when given, is the reason (text)")
+        data = e.get("data")
+        if data is not None and not (isinstance(data, str) and data.startswith("data/") and data.endswith(".nc") and ".." not in data.split("/")):
+            raise ConfigError(f"{where} ({pair}): data, when given, is the path of the file the pair reads (data/<dataset>/<file>.nc), got {data!r}")
         dataset, model = pair.split("/")
-        out.append(QueueEntry(dataset, model, float(minutes), e["source"].strip(), bool(e.get("share_gpu", False)), blocked))
+        out.append(QueueEntry(dataset, model, float(minutes), e["source"].strip(), bool(e.get("share_gpu", False)), blocked, data=data))
     _cpu_order(doc.get("cpu", []), path, {e.pair: e for e in out})
     return out
 
@@ -196,6 +206,7 @@ def derive(entries: Sequence[QueueEntry], reference: Sequence[Any], published: s
                               f"`opflow queue --keep {folder / 'checkpoint.pt'} {folder}`, then `git rm {folder / 'checkpoint.pt'}` "
                               "(opflow/lease_state.py says why)")
         pointer = lease_state.read_pointer(folder)
+        e.data_here = e.data is None or (Path(root) / e.data).is_file()
         if (folder / "record.json").exists():
             e.state = "done"
         elif e.blocked:
@@ -218,21 +229,26 @@ def next_pairs(entries: Sequence[QueueEntry], minutes: float, carry_budget: int 
     """What a lease with ``minutes`` of training takes, in the order of ``entries`` (module docstring): the first
     open pair, then the following ones while the remaining minutes add up to at most ``minutes``, then, with
     :data:`FILL_MINUTES` or more still free, the next one for the rest. A pair in progress counts only where its
-    checkpoint is ready and, with ``carry_budget`` (bytes: choosing on the CPU what to carry), while the checkpoints
-    taken fit in it."""
+    checkpoint is ready, a pair with ``data`` only where that file is here and, with ``carry_budget`` (bytes:
+    choosing on the CPU what to carry), while the checkpoints and data subsets taken fit in it."""
     chosen: list[QueueEntry] = []
     used, carried = 0.0, 0
+    files: set[str] = set()
+
+    def cost(e: QueueEntry) -> int:  # the bytes it adds to the carry: its checkpoint, its data once per file
+        return (e.checkpoint_bytes if e.state == "in progress" else 0) + (e.data_bytes if e.data and e.data not in files else 0)
 
     def usable(e: QueueEntry) -> bool:
-        if e.state == "pending":
-            return True
-        return e.state == "in progress" and e.ready and (carry_budget is None or carried + e.checkpoint_bytes <= carry_budget)
+        if not e.data_here or not (e.state == "pending" or (e.state == "in progress" and e.ready)):
+            return False
+        return carry_budget is None or carried + cost(e) <= carry_budget
 
     def take(e: QueueEntry) -> None:
         nonlocal used, carried
         chosen.append(e)
         used += e.remaining_minutes
-        carried += e.checkpoint_bytes if e.state == "in progress" else 0
+        carried += cost(e)
+        files.update([e.data] if e.data else [])
 
     for e in entries:
         if usable(e) and (not chosen or used + e.remaining_minutes <= minutes):
@@ -256,28 +272,70 @@ def tracked_bytes(root: str | Path = ROOT) -> int:
     return sum((Path(root) / n).stat().st_size for n in out.decode().split("\0") if n and (Path(root) / n).is_file())
 
 
-def carry_plan(entries: Sequence[QueueEntry], minutes: float, root: str | Path = ROOT, wheels: str = ".whl") -> tuple[list[str], str]:
-    """The ``carry`` of a lease's queue command, ``[wheels, .lease-state/<pair> ...]``: the checkpoints of the pairs
-    in progress that :func:`next_pairs` takes for ``minutes`` within what the command may carry beside the working
-    tree and the wheels; and a line that adds the bytes up."""
+def carry_plan(entries: Sequence[QueueEntry], minutes: float, root: str | Path = ROOT, wheels: str = ".whl",
+               config_files: Sequence[str | Path] = (ROOT / "config" / "default.yaml",)) -> tuple[list[str], str]:
+    """The ``carry`` of a lease's queue command, ``[wheels, .lease-state/<pair> ..., .lease-state/data]``: the
+    checkpoints of the pairs in progress that :func:`next_pairs` takes for ``minutes``, and the subsets of the data
+    files the GPU machine cannot make (:func:`carried_data`), within what the command may carry beside the working tree
+    and the wheels; and a line that adds the bytes up (with a warning for each pair that would be taken but is not)."""
     root = Path(root)
     wheel_bytes = sum(p.stat().st_size for p in (root / wheels).glob("*.whl"))
     if not wheel_bytes:
         raise ConfigError(f"{root / wheels}: no wheels; make them first with scripts/device_wheels.sh")
+    carried_data(entries, root, config_files)
     tree = tracked_bytes(root)
     budget = lease_state.CARRY_LIMIT - tree - wheel_bytes - 2**20  # a MiB to spare
     chosen = next_pairs(entries, minutes, carry_budget=max(budget, 0))
     resumed = [e for e in chosen if e.state == "in progress"]
+    data = sorted({e.data for e in chosen if e.data})
     paths = [wheels, *(lease_state.state_file(root, e.folder).parent.relative_to(root).as_posix() for e in resumed)]
+    paths += [lease_state.DATA_DIR] if data else []
     ckpt = sum(e.checkpoint_bytes for e in resumed)
+    data_bytes = sum(lease_state.carried_data(root, d).stat().st_size for d in data)
     mb = 1e6
     line = (f"carry: the tree {tree / mb:.1f} MB + the wheels {wheel_bytes / mb:.1f} MB + {len(resumed)} checkpoint(s) {ckpt / mb:.1f} MB"
-            f" = {(tree + wheel_bytes + ckpt) / mb:.1f} MB of {lease_state.CARRY_LIMIT / mb:.1f} MB; the lease trains {' '.join(e.pair for e in chosen) or 'nothing'}")
-    left_home = [e for e in next_pairs(entries, minutes) if e.state == "in progress" and e not in resumed]
-    for e in left_home:  # it would resume first, but does not fit: the lease starts other pairs, and it waits
-        line += (f"\nwarning: {e.pair} is in progress and would resume, but its checkpoint ({e.checkpoint_bytes / mb:.1f} MB) does not fit"
-                 f" the {max(budget, 0) / mb:.1f} MB left beside the tree and the wheels; make the tracked files smaller (git ls-files)")
+            + (f" + {len(data)} data subset(s) {data_bytes / mb:.1f} MB" if data else "")
+            + f" = {(tree + wheel_bytes + ckpt + data_bytes) / mb:.1f} MB of {lease_state.CARRY_LIMIT / mb:.1f} MB;"
+            f" the lease trains {' '.join(e.pair for e in chosen) or 'nothing'}")
+    for e in next_pairs(entries, minutes):  # what the lease would take if everything fitted
+        if e in chosen:
+            continue
+        if e.state == "in progress":  # it would resume first, but does not fit: the lease starts other pairs, and it waits
+            line += (f"\nwarning: {e.pair} is in progress and would resume, but its checkpoint ({e.checkpoint_bytes / mb:.1f} MB)"
+                     + (f" and its data ({e.data_bytes / mb:.1f} MB) do" if e.data else " does")
+                     + f" not fit the {max(budget, 0) / mb:.1f} MB left beside the tree and the wheels; make the tracked files smaller (git ls-files)")
+        elif e.data:
+            line += (f"\nwarning: {e.pair} would train, but its data subset ({e.data_bytes / mb:.1f} MB) does not fit the {max(budget, 0) / mb:.1f} MB"
+                     " left beside the tree, the wheels and the checkpoints")
+    for e in entries:
+        if e.state in ("pending", "in progress") and not e.data_here:
+            line += f"\nwarning: {e.pair} reads {e.data}, made on this machine and not here: make it with `snakemake --cores 2 {e.data}`"
     return paths, line
+
+
+def carried_data(entries: Sequence[QueueEntry], root: str | Path = ROOT,
+                 config_files: Sequence[str | Path] = (ROOT / "config" / "default.yaml",)) -> dict[str, dict[str, Any]]:
+    """Write (or keep, when it is the subset of the file here now) the subset of each data file that open entries name
+    (``data:``), for every pair of the queue that names it (:func:`opflow.data.subset.write_subset`, their runs in the
+    paper profile ``config_files``), as :func:`opflow.lease_state.carried_data`; set each entry's ``data_bytes``.
+    Returns what was written, by file."""
+    from opflow.config import load_config_files, resolve_run
+    from opflow.data.subset import subset_source, write_subset
+    from opflow.records import file_sha256
+
+    root = Path(root)
+    wanted = {e.data for e in entries if e.data and e.data_here and e.state in ("pending", "in progress")}
+    config = load_config_files([str(f) for f in config_files]) if wanted else {}
+    written: dict[str, dict[str, Any]] = {}
+    for data in sorted(wanted):
+        src, dst = root / data, lease_state.carried_data(root, data)
+        if not (dst.is_file() and subset_source(dst) == file_sha256(src)):
+            runs = [resolve_run(config, e.dataset, e.model, data) for e in entries if e.data == data]
+            written[data] = write_subset(src, dst, runs)
+        for e in entries:
+            if e.data == data:
+                e.data_bytes = dst.stat().st_size
+    return written
 
 
 def protocol_epochs(config_files: Sequence[str | Path], pairs: Sequence[QueueEntry]) -> dict[str, int]:
@@ -340,7 +398,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--share-gpu", action="store_true", help="with --next: print 2 when every chosen pair may share the GPU, else 1")
     p.add_argument("--cpu-targets", action="store_true", help="print the Snakemake target of the CPU's pair now (the cpu: list; scripts/cpu_training.sh)")
     p.add_argument("--cpu-note", action="store_true", help="print the note of the CPU's pair now in the cpu: list (its record's note when published)")
-    p.add_argument("--carry", action="store_true", help="with --next: print the paths the lease's command carries (the wheels and the checkpoints it resumes)")
+    p.add_argument("--carry", action="store_true", help="with --next: print the paths the lease's command carries (the wheels, the checkpoints it resumes, .lease-state/data: the subsets of the data made here that it reads)")
     p.add_argument("--keep", nargs=2, metavar=("CHECKPOINT", "FOLDER"), default=None,
                    help="keep a lease's unfinished checkpoint for the next lease: into .lease-state/, with its pointer in FOLDER (published/<pair>/)")
 
@@ -379,7 +437,7 @@ def _run(a: argparse.Namespace) -> int:
         if not (math.isfinite(a.next) and a.next > 0):
             raise ConfigError(f"--next: {a.next!r} must be a number of minutes > 0")
         if a.carry:
-            paths, line = carry_plan(entries, a.next)
+            paths, line = carry_plan(entries, a.next, config_files=a.config)
             print(line, file=sys.stderr)
             print(" ".join(paths))
             return 0
@@ -394,5 +452,5 @@ def _run(a: argparse.Namespace) -> int:
     return 0
 
 
-__all__ = ["FILL_MINUTES", "QueueEntry", "carry_plan", "cpu_pair", "derive", "load_queue", "next_pairs", "protocol_epochs", "standing", "table",
+__all__ = ["FILL_MINUTES", "QueueEntry", "carried_data", "carry_plan", "cpu_pair", "derive", "load_queue", "next_pairs", "protocol_epochs", "standing", "table",
            "tracked_bytes"]

@@ -20,7 +20,8 @@
 #   queue    the lease queue (config/queue.yaml, `opflow queue`): the next pairs that fit the time left, the
 #            checkpoints of those an earlier lease left unfinished restored into models/ (carried: the command's
 #            carry is what `opflow queue --next M --carry` prints on the CPU machine; a pair whose checkpoint did not
-#            come is not chosen), trained by scripts/device_run.sh with every training stopped by one deadline
+#            come is not chosen), and the data made on the CPU machine (FEM) copied from .lease-state/data/ into
+#            data/ (carried as subsets; a pair whose data did not come is not chosen), trained by scripts/device_run.sh with every training stopped by one deadline
 #            (OPFLOW_TRAIN_DEADLINE) so that evaluation and packing still fit; back on the CPU, scripts/queue_pull.sh
 #            publishes what finished and keeps the checkpoints of the rest. --queue is --steps queue;
 #   train    the Darcy ONO paper run (scripts/device_run.sh) with the time that is left (at least 5 minutes are kept
@@ -212,6 +213,9 @@ if want queue; then  # the queue's next pairs with what is left, all trainings s
     # minutes of training to choose pairs for: what is left less the wheels, the data (25-50 s uncompressed, estimated;
     # docs/gpu.md), the job starts and the 60 s after the deadline for evaluation and packing, rounded up to 150 s
     minutes="$(awk -v s="$(left)" 'BEGIN { m = (s - 150) / 60; printf "%.1f", (m < 0.5 ? 0.5 : m) }')"
+    if [[ -d .lease-state/data ]]; then  # data made on the CPU machine (FEM), carried as subsets (`opflow queue --carry`)
+        mkdir -p data && cp -r .lease-state/data/. data/ && say "queue: carried data $(cd .lease-state/data && find . -name '*.nc' | sed 's|^\./|data/|' | tr '\n' ' ')"
+    fi
     mapfile -t chosen < <("$py" -m opflow.cli queue --next "$minutes" --targets | tr ' ' '\n' | grep .)
     jobs="$("$py" -m opflow.cli queue --next "$minutes" --share-gpu)"
     "$py" -m opflow.cli queue --next "$minutes" >"$logs/queue.md" 2>&1

@@ -433,6 +433,22 @@ def _attrs(obj: Any) -> dict[str, Any]:
     return {k: obj.getncattr(k) for k in obj.ncattrs()}
 
 
+#: the name sets of the :func:`recorded_reads` blocks now open (innermost last)
+_RECORDERS: list[set[str]] = []
+
+
+@contextlib.contextmanager
+def recorded_reads() -> Iterator[set[str]]:
+    """Collect the names of every variable :func:`read_dataset` reads inside the block (the carried subsets of
+    :mod:`opflow.data.subset` keep exactly those)."""
+    names: set[str] = set()
+    _RECORDERS.append(names)
+    try:
+        yield names
+    finally:
+        _RECORDERS.remove(names)
+
+
 def read_dataset(
     path: str | os.PathLike,
     variables: Sequence[str] | None = None,
@@ -458,6 +474,8 @@ def read_dataset(
                 names.append("split")
         if "sample_index" in nc.variables and "sample_index" not in names:
             names.append("sample_index")
+        for rec in _RECORDERS:
+            rec.update(names)
         out: dict[str, Variable] = {}
         try:
             for n in names:

@@ -57,6 +57,8 @@ def test_the_committed_queue_loads_and_names_only_pairs_of_the_paper_profile():
     ("queue: [{pair: a/m, gpu_minutes: 1, source: x}]\ncpu: [{pair: a/m, note: x}, {pair: a/m, note: y}]", r"cpu\[1\]: a/m is listed twice"),
     ("queue: [{pair: a/m, gpu_minutes: 1, source: x, blocked: why}]\ncpu: [{pair: a/m, note: x}]", r"the pair is blocked \(why\)"),
     ("queue: [{pair: a/m, gpu_minutes: 1, source: x}]\ncpu: {pair: a/m}", "cpu, when given, is a list"),
+    ("queue: [{pair: a/m, gpu_minutes: 1, source: x, data: ../elsewhere/a.nc}]", r"data, when given, is the path of the file the pair reads"),
+    ("queue: [{pair: a/m, gpu_minutes: 1, source: x, data: data/a/all.zarr}]", r"\(data/<dataset>/<file>.nc\), got 'data/a/all.zarr'"),
 ])
 def test_a_bad_queue_entry_is_named(tmp_path, text, msg):
     with pytest.raises(ConfigError, match=msg):
@@ -206,3 +208,44 @@ def test_the_carry_of_a_lease_is_the_wheels_and_the_checkpoints_it_resumes(tmp_p
     assert paths == [".whl"] and line.splitlines()[0].endswith("the lease trains a/m")
     assert line.splitlines()[1] == ("warning: b/m is in progress and would resume, but its checkpoint (0.0 MB) does not fit the 0.0 MB left "
                                     "beside the tree and the wheels; make the tracked files smaller (git ls-files)")
+
+
+def test_data_made_here_travels_as_a_subset_and_its_pair_is_taken_only_where_the_data_is(tmp_path, monkeypatch):
+    """A pair whose data the GPU machine cannot make (``data:``, a FEM set) is taken where the file is present (there:
+    carried and copied into data/), and on this machine its subset, once per file, counts in what the command carries."""
+    text = ("queue:\n  - {pair: a/m, gpu_minutes: 2, source: measured, data: data/fem/all.nc}\n"
+            "  - {pair: b/m, gpu_minutes: 2, source: measured, data: data/fem/all.nc}\n  - {pair: c/m, gpu_minutes: 2, source: measured}\n")
+    refs = [Ref(p, "m") for p in "abc"]
+    (tmp_path / ".whl").mkdir()
+    (tmp_path / ".whl/x-1-py3-none-any.whl").write_bytes(b"w" * 100)
+    monkeypatch.setattr("opflow.queue.tracked_bytes", lambda root: 5000)
+    written = []
+
+    def subset(entries, root, config_files):  # stands for opflow.data.subset.write_subset (tests/opflow/data/test_subset.py)
+        for data in {e.data for e in entries if e.data and e.data_here}:
+            lease_state.carried_data(root, data).parent.mkdir(parents=True, exist_ok=True)
+            lease_state.carried_data(root, data).write_bytes(b"s" * 700)
+            written.append(data)
+        for e in entries:
+            e.data_bytes = 700 if e.data else 0
+
+    monkeypatch.setattr("opflow.queue.carried_data", subset)
+
+    def entries():
+        return derive(load_queue(write(tmp_path, text)), refs, tmp_path / "published", {f"{p}/m": 10 for p in "abc"}, root=tmp_path)
+
+    assert [e.pair for e in next_pairs(entries(), 10)] == ["c/m"]  # not made here yet (nor carried there)
+    paths, line = carry_plan(entries(), 10, root=tmp_path)
+    assert paths == [".whl"] and not written
+    assert "warning: a/m reads data/fem/all.nc, made on this machine and not here: make it with `snakemake --cores 2 data/fem/all.nc`" in line
+    (tmp_path / "data/fem").mkdir(parents=True)
+    (tmp_path / "data/fem/all.nc").write_bytes(b"f" * 4000)
+    assert lease_state.carried_data(tmp_path, "data/fem/all.nc") == tmp_path / ".lease-state/data/fem/all.nc"
+    paths, line = carry_plan(entries(), 10, root=tmp_path)
+    assert paths == [".whl", ".lease-state/data"] and written == ["data/fem/all.nc"]
+    assert line.startswith("carry: the tree 0.0 MB + the wheels 0.0 MB + 0 checkpoint(s) 0.0 MB + 1 data subset(s) 0.0 MB = 0.0 MB of 67.1 MB;")
+    assert line.endswith("the lease trains a/m b/m c/m")  # the subset counted once for both pairs
+    monkeypatch.setattr("opflow.queue.tracked_bytes", lambda root: lease_state.CARRY_LIMIT - 2**20 - 100 - 500)  # 500 bytes left
+    paths, line = carry_plan(entries(), 10, root=tmp_path)
+    assert paths == [".whl"] and line.splitlines()[0].endswith("the lease trains c/m")
+    assert "warning: a/m would train, but its data subset (0.0 MB) does not fit the 0.0 MB left beside the tree, the wheels and the checkpoints" in line
