@@ -315,13 +315,12 @@ def carry_plan(entries: Sequence[QueueEntry], minutes: float, root: str | Path =
 
 def carried_data(entries: Sequence[QueueEntry], root: str | Path = ROOT,
                  config_files: Sequence[str | Path] = (ROOT / "config" / "default.yaml",)) -> dict[str, dict[str, Any]]:
-    """Write (or keep, when it is the subset of the file here now) the subset of each data file that open entries name
+    """Write (or keep, when it is the subset of the file here now for what the pairs read now) the subset of each data file that open entries name
     (``data:``), for every pair of the queue that names it (:func:`opflow.data.subset.write_subset`, their runs in the
     paper profile ``config_files``), as :func:`opflow.lease_state.carried_data`; set each entry's ``data_bytes``.
     Returns what was written, by file."""
     from opflow.config import load_config_files, resolve_run
-    from opflow.data.subset import subset_source, write_subset
-    from opflow.records import file_sha256
+    from opflow.data.subset import is_current, write_subset
 
     root = Path(root)
     wanted = {e.data for e in entries if e.data and e.data_here and e.state in ("pending", "in progress")}
@@ -329,8 +328,8 @@ def carried_data(entries: Sequence[QueueEntry], root: str | Path = ROOT,
     written: dict[str, dict[str, Any]] = {}
     for data in sorted(wanted):
         src, dst = root / data, lease_state.carried_data(root, data)
-        if not (dst.is_file() and subset_source(dst) == file_sha256(src)):
-            runs = [resolve_run(config, e.dataset, e.model, data) for e in entries if e.data == data]
+        runs = [resolve_run(config, e.dataset, e.model, data) for e in entries if e.data == data]
+        if not is_current(src, dst, runs):
             written[data] = write_subset(src, dst, runs)
         for e in entries:
             if e.data == data:

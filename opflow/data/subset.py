@@ -155,4 +155,15 @@ def subset_source(path: str | os.PathLike) -> str | None:
         return str(nc.getncattr("opflow_subset_of_sha256")) if "opflow_subset_of_sha256" in nc.ncattrs() else None
 
 
-__all__ = ["SUBSET_ATTRS", "differences", "subset_source", "variables_read", "write_subset"]
+def is_current(src: str | os.PathLike, dst: str | os.PathLike, runs: Sequence[Mapping[str, Any]]) -> bool:
+    """Whether ``dst`` is the subset of ``src`` as it is now (its SHA-256) for ``runs`` (the variables they read now)."""
+    from opflow.records import file_sha256
+
+    if not Path(dst).is_file() or subset_source(dst) != file_sha256(src):
+        return False
+    with open_dataset(dst) as nc:
+        kept = [n.split(":")[0] for n in str(nc.getncattr("opflow_subset_variables")).split()]
+    return kept == variables_read(src, runs)
+
+
+__all__ = ["SUBSET_ATTRS", "differences", "is_current", "subset_source", "variables_read", "write_subset"]

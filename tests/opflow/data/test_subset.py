@@ -11,7 +11,7 @@ import pytest
 from opflow.data.errors import DatasetError
 from opflow.data.format import Variable, read_dataset, split_variable, validate, write_dataset
 from opflow.data.provenance import provenance_attrs
-from opflow.data.subset import differences, subset_source, variables_read, write_subset
+from opflow.data.subset import differences, is_current, subset_source, variables_read, write_subset
 from opflow.records import file_sha256, training_split_digest
 
 #: the elasticity972 pairs: no inputs but the points, the Gauss points' stress out (config/default.yaml)
@@ -59,6 +59,9 @@ def test_the_subset_keeps_what_the_runs_read_stores_float32_where_the_view_does_
     assert kept.attrs["opflow_params_hash"] == read_dataset(src).attrs["opflow_params_hash"]  # the provenance stays
     assert kept.attrs["opflow_subset_of"] == "all.nc" and subset_source(dst) == file_sha256(src) and subset_source(src) is None
     assert kept.attrs["opflow_subset_variables"] == "sample_index split qpoint_x:float32 qpoint_y:float32 qpoint_count stress_qpoint"
+    assert is_current(src, dst, [QPOINTS]) and not is_current(src, tmp_path / "absent.nc", [QPOINTS])
+    nodal = {"dataset": "n", "model": "m", "task": {"inputs": [], "outputs": ["stress"]}, "view": {"kind": "mesh"}}
+    assert not is_current(src, dst, [QPOINTS, nodal])  # other runs read other variables: written again
     # written again from the same file for the same runs: the same data (a carried checkpoint resumes on it)
     write_subset(src, tmp_path / "again.nc", [QPOINTS])
     assert training_split_digest(tmp_path / "again.nc") == training_split_digest(dst) != training_split_digest(src)
