@@ -48,6 +48,8 @@ log = logging.getLogger("opflow.train")
 
 #: warm-up steps before a CUDA graph capture (PyTorch's recipe uses a few, on a side stream)
 GRAPH_WARMUP_STEPS = 3
+#: the device types whose batches the step tries to capture (the CPU tests emulate a capture with ``cpu`` added)
+CAPTURE_DEVICES: tuple[str, ...] = ("cuda",)
 
 
 def batch_loss(model: nn.Module, batch: Mapping[str, Any], norms: Normalizers, cfg: Any, *, autocast: bool = False) -> Tensor:
@@ -255,7 +257,7 @@ class TrainStep:
         """Capture the step for batches shaped like ``b``; on failure warn once and stay eager."""
         self.graphs_wanted = False  # one try per run
         dev = b["inputs"].device
-        if dev.type != "cuda":
+        if dev.type not in CAPTURE_DEVICES:
             self.note(logging.WARNING, f"training.cuda_graphs: the batch is on {dev}, not CUDA; the plain step runs")
             return
         why = graph_step_supported(self.optimizer)
@@ -304,4 +306,4 @@ class TrainStep:
         self.note(logging.INFO, "training.cuda_graphs: the training step is captured as one CUDA graph")
 
 
-__all__ = ["GRAPH_WARMUP_STEPS", "TrainStep", "batch_loss"]
+__all__ = ["CAPTURE_DEVICES", "GRAPH_WARMUP_STEPS", "TrainStep", "batch_loss"]
