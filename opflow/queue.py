@@ -380,6 +380,8 @@ def table(entries: Sequence[QueueEntry]) -> str:
         state = e.state + (f" ({e.epochs_done} of {e.epochs} epochs{', ' + left + ' at its pace' if left else ''})"
                            if e.state in ("in progress", "on the CPU") else "")
         state += ", its checkpoint is not here (opflow/lease_state.py)" if e.state == "in progress" and not e.ready else ""
+        state += f", its data {e.data} is not here (made on a CPU machine, carried: opflow queue --carry)" if (
+            e.state in ("pending", "in progress") and not e.data_here) else ""
         state += f": {e.blocked}" if e.blocked else f": {e.cpu_note}" if e.state == "on the CPU" else ""
         state += f" (on the CPU's list, place {e.cpu_rank + 1}: {e.cpu_note})" if e.state == "pending" and e.cpu_note else ""
         lines.append(f"| {i} | {e.pair} | {state} | {e.numbers} | {e.gpu_minutes:.0f} / {e.remaining_minutes:.0f} | "

@@ -235,6 +235,7 @@ def test_data_made_here_travels_as_a_subset_and_its_pair_is_taken_only_where_the
         return derive(load_queue(write(tmp_path, text)), refs, tmp_path / "published", {f"{p}/m": 10 for p in "abc"}, root=tmp_path)
 
     assert [e.pair for e in next_pairs(entries(), 10)] == ["c/m"]  # not made here yet (nor carried there)
+    assert "| a/m | pending, its data data/fem/all.nc is not here (made on a CPU machine, carried: opflow queue --carry) |" in table(entries())
     paths, line = carry_plan(entries(), 10, root=tmp_path)
     assert paths == [".whl"] and not written
     assert "warning: a/m reads data/fem/all.nc, made on this machine and not here: make it with `snakemake --cores 2 data/fem/all.nc`" in line
