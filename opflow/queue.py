@@ -50,6 +50,8 @@ from opflow.progress import time_left
 
 ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_QUEUE = ROOT / "config" / "queue.yaml"
+#: the paper profile the queued pairs are trained with
+DEFAULT_CONFIG = (ROOT / "config" / "default.yaml",)
 DEFAULT_PUBLISHED = ROOT / "published"
 STATES = ("done", "in progress", "pending", "blocked", "on the CPU")
 #: the states a lease does not train
@@ -273,7 +275,7 @@ def tracked_bytes(root: str | Path = ROOT) -> int:
 
 
 def carry_plan(entries: Sequence[QueueEntry], minutes: float, root: str | Path = ROOT, wheels: str = ".whl",
-               config_files: Sequence[str | Path] = (ROOT / "config" / "default.yaml",)) -> tuple[list[str], str]:
+               config_files: Sequence[str | Path] = DEFAULT_CONFIG) -> tuple[list[str], str]:
     """The ``carry`` of a lease's queue command, ``[wheels, .lease-state/<pair> ..., .lease-state/data]``: the
     checkpoints of the pairs in progress that :func:`next_pairs` takes for ``minutes``, and the subsets of the data
     files the GPU machine cannot make (:func:`carried_data`), within what the command may carry beside the working tree
@@ -291,7 +293,7 @@ def carry_plan(entries: Sequence[QueueEntry], minutes: float, root: str | Path =
     paths = [wheels, *(lease_state.state_file(root, e.folder).parent.relative_to(root).as_posix() for e in resumed)]
     paths += [lease_state.DATA_DIR] if data else []
     ckpt = sum(e.checkpoint_bytes for e in resumed)
-    data_bytes = sum(lease_state.carried_data(root, d).stat().st_size for d in data)
+    data_bytes = sum({e.data: e.data_bytes for e in chosen if e.data}.values())  # once per file
     mb = 1e6
     line = (f"carry: the tree {tree / mb:.1f} MB + the wheels {wheel_bytes / mb:.1f} MB + {len(resumed)} checkpoint(s) {ckpt / mb:.1f} MB"
             + (f" + {len(data)} data subset(s) {data_bytes / mb:.1f} MB" if data else "")
@@ -314,7 +316,7 @@ def carry_plan(entries: Sequence[QueueEntry], minutes: float, root: str | Path =
 
 
 def carried_data(entries: Sequence[QueueEntry], root: str | Path = ROOT,
-                 config_files: Sequence[str | Path] = (ROOT / "config" / "default.yaml",)) -> dict[str, dict[str, Any]]:
+                 config_files: Sequence[str | Path] = DEFAULT_CONFIG) -> dict[str, dict[str, Any]]:
     """Write (or keep, when it is the subset of the file here now for what the pairs read now) the subset of each data file that open entries name
     (``data:``), for every pair of the queue that names it (:func:`opflow.data.subset.write_subset`, their runs in the
     paper profile ``config_files``), as :func:`opflow.lease_state.carried_data`; set each entry's ``data_bytes``.
@@ -392,7 +394,7 @@ def table(entries: Sequence[QueueEntry]) -> str:
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--queue", default=str(DEFAULT_QUEUE), help="the queue file (default config/queue.yaml)")
     p.add_argument("--published", default=str(DEFAULT_PUBLISHED), help="the records folder (default published/)")
-    p.add_argument("--config", nargs="+", default=[str(ROOT / "config" / "default.yaml")], help="the paper profile")
+    p.add_argument("--config", nargs="+", default=[str(f) for f in DEFAULT_CONFIG], help="the paper profile")
     p.add_argument("--reference", default=None, help="published numbers (default config/reference.yaml)")
     p.add_argument("--next", type=float, default=None, metavar="MINUTES", help="only the pairs a lease with MINUTES of training takes")
     p.add_argument("--targets", action="store_true", help="print the Snakemake targets (with --next), one line")
