@@ -47,6 +47,23 @@ MSG
     "$py" -m venv "$venv"
 fi
 
+# A first install (torch with its CUDA libraries, dolfinx, PETSc) fills about 6 GB, plus pip's unpacking room:
+# refuse at once, with the numbers, rather than fail half-way with "No space left on device".
+need_gb="${OPFLOW_MIN_FREE_GB:-8}"
+if ! "$venv/bin/python" -c 'import torch' >/dev/null 2>&1; then
+    for dir in "$venv" "${TMPDIR:-/tmp}"; do
+        free_kb="$(df -Pk "$dir" | awk 'NR == 2 {print $4}')"
+        if [[ -n "$free_kb" ]] && (( free_kb < need_gb * 1024 * 1024 )); then
+            cat >&2 <<MSG
+opflow: the first install needs about $need_gb GB free, and $dir has $(( free_kb / 1024 / 1024 )) GB.
+Free some space there (or point TMPDIR at a roomier disk), then rerun.
+To try anyway: OPFLOW_MIN_FREE_GB=0 make test
+MSG
+            exit 1
+        fi
+    done
+fi
+
 log="$venv/install.log"
 echo "opflow: installing pinned dependencies into .venv (first run downloads a few GB: torch, dolfinx; log: .venv/install.log)" >&2
 if ! { "$venv/bin/python" -m pip install --disable-pip-version-check -q -r "$root/requirements.lock" \
