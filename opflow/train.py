@@ -34,8 +34,9 @@ states of every process, the normalisers, the curves, the run config with its ha
 file's fingerprint. A new call with the same run hash and data resumes from it and, on the CPU
 with fixed seeds, ends with weights equal bit for bit to those of an uninterrupted run; another
 hash or data file is refused with the differing keys named (``restart=True`` discards the old
-checkpoint; ``restart_if_changed=True`` discards it only when it does not match, as the workflow
-does: Snakemake reruns a training job only when its config, code or data changed). When training
+checkpoint; ``restart_if_changed=True`` sets it aside only when it does not match, as the workflow
+does: Snakemake reruns a training job only when its config, code or data changed; the old file
+stays as ``checkpoint.discarded-<UTC time>.pt``, since only ``restart`` deletes one). When training
 completes, ``model.pt`` (everything evaluation needs) is written atomically and the checkpoint is
 removed.
 
@@ -716,12 +717,16 @@ class Trainer:
         if info.is_main:  # the marker first: train.log is appended to by every call
             how = f"resumed at epoch {int(ck['epoch'])}" if ck is not None else "started from scratch"
             self._append_log(f"--- {how} ({_utc_now()}) ---")
+        kept = None
+        if had_checkpoint and ck is None and not restart and info.is_main:
+            kept = self._keep_aside()
         if discarded:
-            self._note(logging.INFO if restart else logging.WARNING, "%s: %s", self.name, discarded)
+            where = f"; the old one is kept as {kept} (rename it back to resume it where its run and data are restored)" if kept else ""
+            self._note(logging.INFO if restart else logging.WARNING, "%s: %s%s", self.name, discarded, where)
         if had_checkpoint:
             barrier(info)
             if ck is None:
-                if info.is_main:
+                if info.is_main and restart:
                     self.ckpt_path.unlink(missing_ok=True)
             else:
                 self._restore(ck)
@@ -740,6 +745,22 @@ class Trainer:
             note=lambda level, msg: self._note(level, "%s: %s", self.name, msg),
         )
         return self.start_epoch
+
+    def _keep_aside(self) -> Path:
+        """Rename a checkpoint of another run or data to ``checkpoint.discarded-<UTC time>.pt`` beside it.
+
+        Only ``--restart`` deletes a checkpoint. One that the workflow's ``restart_if_changed``
+        finds changed (a config edit, a regenerated data file) may hold hours of training that the
+        change did not mean to throw away; it is kept, and the log line says where.
+        """
+        stamp = _utc_now().replace(":", "").replace("+0000", "Z")
+        kept = self.ckpt_path.with_name(f"{self.ckpt_path.stem}.discarded-{stamp}{self.ckpt_path.suffix}")
+        n = 1
+        while kept.exists():
+            n += 1
+            kept = self.ckpt_path.with_name(f"{self.ckpt_path.stem}.discarded-{stamp}-{n}{self.ckpt_path.suffix}")
+        os.replace(self.ckpt_path, kept)
+        return kept
 
     def _restore(self, ck: Mapping[str, Any]) -> None:
         info, cfg = self.info, self.cfg

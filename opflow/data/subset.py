@@ -134,6 +134,8 @@ def write_subset(src: str | os.PathLike, dst: str | os.PathLike, runs: Sequence[
     from opflow.records import file_sha256
 
     src, dst = Path(src), Path(dst)
+    if dst.exists() and dst.resolve() == src.resolve():
+        raise DatasetError(f"{dst}: a subset is never written over the file it is cut from (give another destination)")
     if not runs:
         raise DatasetError(f"{src}: a subset needs at least one run to keep the variables of")
     names = variables_read(src, runs)

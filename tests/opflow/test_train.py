@@ -106,9 +106,14 @@ def test_a_checkpoint_of_another_run_is_refused_naming_the_keys(data: Path, tmp_
     data2 = grid_dataset(tmp_path / "other.nc", seed=4)
     with pytest.raises(RunMismatchError, match="data file params_hash"):
         train(run, data2, tmp_path, progress=False)
-    # restart_if_changed trains the new run from scratch; restart discards a matching one
+    # restart_if_changed trains the new run from scratch and keeps the old checkpoint aside, unchanged;
+    # restart discards a matching one
+    old_bytes = (tmp_path / CHECKPOINT_NAME).read_bytes()
     res = train(other, data, tmp_path, progress=False, restart_if_changed=True, max_epochs_this_call=1)
     assert res.resumed_from == 0
+    (kept,) = tmp_path.glob("checkpoint.discarded-*.pt")
+    assert kept.read_bytes() == old_bytes
+    assert f"kept as {kept}" in (tmp_path / "train.log").read_text()
     res = train(other, data, tmp_path, progress=False, restart=True, max_epochs_this_call=1)
     assert res.resumed_from == 0
 

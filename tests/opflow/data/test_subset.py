@@ -65,6 +65,9 @@ def test_the_subset_keeps_what_the_runs_read_stores_float32_where_the_view_does_
     # written again from the same file for the same runs: the same data (a carried checkpoint resumes on it)
     write_subset(src, tmp_path / "again.nc", [QPOINTS])
     assert training_split_digest(tmp_path / "again.nc") == training_split_digest(dst) != training_split_digest(src)
+    # cut again from the subset itself (what `opflow queue --carry` does where data/ holds the subset): the same data
+    write_subset(dst, tmp_path / "of_subset.nc", [QPOINTS])
+    assert training_split_digest(tmp_path / "of_subset.nc") == training_split_digest(dst)
 
 
 def test_the_variables_of_every_run_are_kept(tmp_path: Path) -> None:
@@ -77,6 +80,9 @@ def test_the_variables_of_every_run_are_kept(tmp_path: Path) -> None:
     assert differences(src, tmp_path / "both.nc", [QPOINTS, nodal]) == []
     with pytest.raises(DatasetError, match="at least one run"):
         write_subset(src, tmp_path / "none.nc", [])
+    with pytest.raises(DatasetError, match="never written over the file it is cut from"):
+        write_subset(src, src, [QPOINTS])
+    assert validate(src) == [] and "radius_code" in read_dataset(src).variables  # untouched
 
 
 def test_a_subset_that_does_not_give_the_same_datasets_is_named(tmp_path: Path) -> None:
