@@ -23,7 +23,8 @@ is noticed, not silently replaced.
 Data the GPU machine cannot make (the FEM sets: no dolfinx there) waits here too: ``.lease-state/data/<x>`` is the
 subset of ``data/<x>`` that the queued pairs reading it need (:mod:`opflow.data.subset`; ``data/elasticity/all.nc``,
 40.5 MB, becomes 11.6 MB), written by ``opflow queue --next M --carry`` (:func:`opflow.queue.carried_data`) and
-copied into ``data/`` there by ``scripts/device_session.sh --queue``.
+copied into ``data/`` there by ``scripts/device_session.sh --queue`` (:func:`place_data`: never over a file
+already there).
 """
 
 from __future__ import annotations
@@ -100,6 +101,27 @@ def keep(root: str | os.PathLike[str], folder: str | os.PathLike[str], checkpoin
     return pointer
 
 
+def place_data(root: str | os.PathLike[str]) -> tuple[list[str], list[str]]:
+    """On the GPU machine: copy each carried subset ``.lease-state/data/<x>`` to ``data/<x>`` under ``root`` (atomically),
+    where no file is there yet. A file already in ``data/`` is kept, never written over: on the machine that made the
+    data it may be the whole file the subset was cut from, and a run's checkpoint names the file it trained on.
+    Returns ``(copied, kept)``, each as ``data/<x>`` paths, sorted."""
+    root = Path(root)
+    carried = root / DATA_DIR
+    copied, kept = [], []
+    for src in sorted(carried.rglob("*.nc")) if carried.is_dir() else []:
+        rel = Path("data") / src.relative_to(carried)
+        dst = root / rel
+        if dst.exists():
+            kept.append(rel.as_posix())
+            continue
+        dst.parent.mkdir(parents=True, exist_ok=True)
+        with atomic_path(dst) as tmp:
+            shutil.copyfile(src, tmp)
+        copied.append(rel.as_posix())
+    return copied, kept
+
+
 def drop(root: str | os.PathLike[str], folder: str | os.PathLike[str]) -> list[str]:
     """Remove a finished pair's pointer from ``folder`` and the checkpoint it names (relative to ``root``); what was
     removed. Without a pointer nothing is touched."""
@@ -118,4 +140,4 @@ def drop(root: str | os.PathLike[str], folder: str | os.PathLike[str]) -> list[s
     return gone
 
 
-__all__ = ["CARRY_LIMIT", "DATA_DIR", "POINTER", "STATE_DIR", "carried_data", "drop", "keep", "read_pointer", "ready", "state_file"]
+__all__ = ["CARRY_LIMIT", "DATA_DIR", "POINTER", "STATE_DIR", "carried_data", "drop", "keep", "place_data", "read_pointer", "ready", "state_file"]

@@ -402,6 +402,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--cpu-targets", action="store_true", help="print the Snakemake target of the CPU's pair now (the cpu: list; scripts/cpu_training.sh)")
     p.add_argument("--cpu-note", action="store_true", help="print the note of the CPU's pair now in the cpu: list (its record's note when published)")
     p.add_argument("--carry", action="store_true", help="with --next: print the paths the lease's command carries (the wheels, the checkpoints it resumes, .lease-state/data: the subsets of the data made here that it reads)")
+    p.add_argument("--place-data", action="store_true",
+                   help="on the GPU machine: copy the carried subsets (.lease-state/data/<x>) to data/<x>, never over a file already there")
     p.add_argument("--keep", nargs=2, metavar=("CHECKPOINT", "FOLDER"), default=None,
                    help="keep a lease's unfinished checkpoint for the next lease: into .lease-state/, with its pointer in FOLDER (published/<pair>/)")
 
@@ -428,6 +430,13 @@ def _run(a: argparse.Namespace) -> int:
             raise ConfigError(f"--keep: {checkpoint} is not a file")
         pointer = lease_state.keep(ROOT, folder, checkpoint, len(_curves(folder / "curves.json")))
         print(f"kept {checkpoint} as {pointer['file']} ({pointer['bytes'] / 1e6:.1f} MB, epoch {pointer['epochs_done']}); pointer {folder / lease_state.POINTER}")
+        return 0
+    if a.place_data:
+        copied, kept = lease_state.place_data(ROOT)
+        for path in copied:
+            print(f"queue: carried data {path}")
+        for path in kept:
+            print(f"queue: {path} is here already, kept (the carried subset not copied over it)")
         return 0
     if a.carry and a.next is None:
         raise ConfigError("--carry needs --next MINUTES: the minutes of training the lease has")

@@ -216,16 +216,8 @@ if want queue; then  # the queue's next pairs with what is left, all trainings s
     # minutes of training to choose pairs for: what is left less the wheels, the data (25-50 s uncompressed, estimated;
     # docs/gpu.md), the job starts and the 60 s after the deadline for evaluation and packing, rounded up to 150 s
     minutes="$(awk -v s="$(left)" 'BEGIN { m = (s - 150) / 60; printf "%.1f", (m < 0.5 ? 0.5 : m) }')"
-    if [[ -d .lease-state/data ]]; then  # data made on the CPU machine (FEM), carried as subsets (`opflow queue --carry`)
-        # never over a file already in data/: there it may be the whole file the subset was cut from
-        while IFS= read -r f; do
-            if [[ -e "data/$f" ]]; then
-                say "queue: data/$f is here already, kept (the carried subset not copied over it)"
-            else
-                mkdir -p "$(dirname "data/$f")" && cp ".lease-state/data/$f" "data/$f" && say "queue: carried data data/$f"
-            fi
-        done < <(cd .lease-state/data && find . -type f -name '*.nc' | sed 's|^\./||')
-    fi
+    # data made on the CPU machine (FEM), carried as subsets (`opflow queue --carry`), into data/: never over a file there
+    "$py" -m opflow.cli queue --place-data | while IFS= read -r l; do say "$l"; done
     mapfile -t chosen < <("$py" -m opflow.cli queue --next "$minutes" --targets | tr ' ' '\n' | grep .)
     jobs="$("$py" -m opflow.cli queue --next "$minutes" --share-gpu)"
     "$py" -m opflow.cli queue --next "$minutes" >"$logs/queue.md" 2>&1

@@ -250,3 +250,23 @@ def test_data_made_here_travels_as_a_subset_and_its_pair_is_taken_only_where_the
     paths, line = carry_plan(entries(), 10, root=tmp_path)
     assert paths == [".whl"] and line.splitlines()[0].endswith("the lease trains c/m")
     assert "warning: a/m would train, but its data subset (0.0 MB) does not fit the 0.0 MB left beside the tree, the wheels and the checkpoints" in line
+
+
+def test_carried_data_is_placed_in_data_but_never_over_a_file_there(tmp_path, monkeypatch, capsys):
+    """On the GPU machine the carried subsets go to data/; a file already there (on the machine that made the data, the
+    whole file the subset was cut from) is kept as it is, since a run's checkpoint names the file it trained on."""
+    for rel, body in {"fem/all.nc": b"subset-a", "fem2/deep/b.nc": b"subset-b"}.items():
+        (tmp_path / lease_state.DATA_DIR / rel).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / lease_state.DATA_DIR / rel).write_bytes(body)
+    (tmp_path / "data/fem").mkdir(parents=True)
+    (tmp_path / "data/fem/all.nc").write_bytes(b"the whole file")
+    monkeypatch.setattr("opflow.queue.ROOT", tmp_path)
+    assert main(["queue", "--place-data"]) == 0
+    assert capsys.readouterr().out.splitlines() == [
+        "queue: carried data data/fem2/deep/b.nc",
+        "queue: data/fem/all.nc is here already, kept (the carried subset not copied over it)",
+    ]
+    assert (tmp_path / "data/fem/all.nc").read_bytes() == b"the whole file"
+    assert (tmp_path / "data/fem2/deep/b.nc").read_bytes() == b"subset-b"
+    assert lease_state.place_data(tmp_path) == ([], ["data/fem/all.nc", "data/fem2/deep/b.nc"])  # a second call copies nothing
+    assert lease_state.place_data(tmp_path / "elsewhere") == ([], [])  # nothing carried: nothing to do
