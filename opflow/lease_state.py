@@ -102,17 +102,20 @@ def keep(root: str | os.PathLike[str], folder: str | os.PathLike[str], checkpoin
 
 
 def place_data(root: str | os.PathLike[str]) -> tuple[list[str], list[str]]:
-    """On the GPU machine: copy each carried subset ``.lease-state/data/<x>`` to ``data/<x>`` under ``root`` (atomically),
-    where no file is there yet. A file already in ``data/`` is kept, never written over: on the machine that made the
-    data it may be the whole file the subset was cut from, and a run's checkpoint names the file it trained on.
-    Returns ``(copied, kept)``, each as ``data/<x>`` paths, sorted."""
+    """On the GPU machine: copy each carried subset ``.lease-state/data/<x>`` to ``data/<x>`` under ``root`` (atomically).
+    A whole file already in ``data/`` is kept, never written over: on the machine that made the data it is the file the
+    subset was cut from, and a run's checkpoint names the file it trained on. Only an older subset there (one an
+    earlier command of the same lease left) is replaced. Returns ``(copied, kept)``, each as ``data/<x>`` paths,
+    sorted."""
+    from opflow.data.subset import subset_source
+
     root = Path(root)
     carried = root / DATA_DIR
     copied, kept = [], []
     for src in sorted(carried.rglob("*.nc")) if carried.is_dir() else []:
         rel = Path("data") / src.relative_to(carried)
         dst = root / rel
-        if dst.exists():
+        if dst.exists() and (subset_source(dst) is None or file_sha256(dst) == file_sha256(src)):
             kept.append(rel.as_posix())
             continue
         dst.parent.mkdir(parents=True, exist_ok=True)

@@ -252,21 +252,35 @@ def test_data_made_here_travels_as_a_subset_and_its_pair_is_taken_only_where_the
     assert "warning: a/m would train, but its data subset (0.0 MB) does not fit the 0.0 MB left beside the tree, the wheels and the checkpoints" in line
 
 
-def test_carried_data_is_placed_in_data_but_never_over_a_file_there(tmp_path, monkeypatch, capsys):
-    """On the GPU machine the carried subsets go to data/; a file already there (on the machine that made the data, the
-    whole file the subset was cut from) is kept as it is, since a run's checkpoint names the file it trained on."""
-    for rel, body in {"fem/all.nc": b"subset-a", "fem2/deep/b.nc": b"subset-b"}.items():
-        (tmp_path / lease_state.DATA_DIR / rel).parent.mkdir(parents=True, exist_ok=True)
-        (tmp_path / lease_state.DATA_DIR / rel).write_bytes(body)
-    (tmp_path / "data/fem").mkdir(parents=True)
-    (tmp_path / "data/fem/all.nc").write_bytes(b"the whole file")
+def _nc(path: Path, value: float, subset_of: str | None = None) -> bytes:
+    """A small dataset file; ``subset_of``: the SHA-256 that a carried subset names (opflow_subset_of_sha256)."""
+    import numpy as np
+
+    from opflow.data.format import Variable, write_dataset
+    from opflow.data.provenance import provenance_attrs
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    attrs = {**provenance_attrs("test-place", {"value": value}, 0), **({"opflow_subset_of_sha256": subset_of} if subset_of else {})}
+    write_dataset(path, {"u": Variable(("sample",), np.array([value]), {"role": "output", "long_name": "u", "units": "1"})}, attrs)
+    return path.read_bytes()
+
+
+def test_carried_data_is_placed_in_data_but_never_over_a_whole_file_there(tmp_path, monkeypatch, capsys):
+    """On the GPU machine the carried subsets go to data/. A whole file already there (on the machine that made the data,
+    the file the subset was cut from) is kept as it is, since a run's checkpoint names the file it trained on; an older
+    subset there (an earlier command of the same lease) is replaced."""
+    carried = tmp_path / lease_state.DATA_DIR
+    a, b, c = (_nc(carried / rel, k, subset_of="f" * 64) for k, rel in enumerate(["fem/all.nc", "fem2/deep/b.nc", "old/c.nc"]))
+    whole = _nc(tmp_path / "data/fem/all.nc", 9.0)
+    _nc(tmp_path / "data/old/c.nc", 7.0, subset_of="e" * 64)  # an older subset
     monkeypatch.setattr("opflow.queue.ROOT", tmp_path)
     assert main(["queue", "--place-data"]) == 0
     assert capsys.readouterr().out.splitlines() == [
         "queue: carried data data/fem2/deep/b.nc",
+        "queue: carried data data/old/c.nc",
         "queue: data/fem/all.nc is here already, kept (the carried subset not copied over it)",
     ]
-    assert (tmp_path / "data/fem/all.nc").read_bytes() == b"the whole file"
-    assert (tmp_path / "data/fem2/deep/b.nc").read_bytes() == b"subset-b"
-    assert lease_state.place_data(tmp_path) == ([], ["data/fem/all.nc", "data/fem2/deep/b.nc"])  # a second call copies nothing
+    assert (tmp_path / "data/fem/all.nc").read_bytes() == whole != a
+    assert (tmp_path / "data/fem2/deep/b.nc").read_bytes() == b and (tmp_path / "data/old/c.nc").read_bytes() == c
+    assert lease_state.place_data(tmp_path) == ([], ["data/fem/all.nc", "data/fem2/deep/b.nc", "data/old/c.nc"])  # again: nothing copied
     assert lease_state.place_data(tmp_path / "elsewhere") == ([], [])  # nothing carried: nothing to do
