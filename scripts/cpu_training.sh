@@ -9,7 +9,8 @@
 # Usage (repository root, with the project's .venv):
 #   scripts/cpu_training.sh start    start it, or resume it from its checkpoint; refuses while it runs. A Snakemake lock
 #                                    left by a killed run is removed when no Snakemake process runs on this machine
-#   scripts/cpu_training.sh status   running, paused or not running, and the last line of each target's train.log
+#   scripts/cpu_training.sh status   running, paused or not running, the last line of each target's train.log, and the
+#                                    checkpoints of its earlier runs kept aside (checkpoint.discarded-<time>.pt)
 #   scripts/cpu_training.sh pause    stop it where it is (SIGSTOP) before a timing that must have the cores alone
 #   scripts/cpu_training.sh resume   let it go on (SIGCONT)
 #   scripts/cpu_training.sh stop     end it (SIGINT; the last finished epoch's checkpoint stays); `start` resumes it
@@ -91,6 +92,9 @@ case "$1" in
         for t in $(targets); do
             log="models/$(basename "$t" .json)/train.log"
             [[ -f "$log" ]] && echo "  $(tail -n 1 "$log")" || echo "  $t: no training log yet"
+            for k in "models/$(basename "$t" .json)"/checkpoint.discarded-*.pt; do  # set aside by a changed run (train.log says why)
+                if [[ -e "$k" ]]; then echo "  kept aside: $k, a checkpoint of the run before a change of its settings or data (train.log says which)"; fi
+            done
         done
         ;;
     pause) signal STOP pause "paused" ;;

@@ -143,6 +143,15 @@ def test_snapshot_writes_where_the_run_stands_and_publishes_it_once_finished(tmp
     assert page.startswith(f"# {pair} at the paper protocol: not finished\n") and "on the development machine's CPU" in page
     assert "| epochs done | 5 of 100, the last one finished 2026-11-27T05:00:00+00:00 " in page and "| left | 95 epochs: about 23.8 h at that median" in page
     assert (repo / "published" / pair / "curves.png").stat().st_size > 0
+    # a checkpoint that a changed run set aside (opflow.train) is named by status
+    (models / "checkpoint.discarded-2026-11-27T101120Z.pt").write_bytes(b"old run")
+    status = subprocess.run([str(repo / "scripts/cpu_training.sh"), "status"], cwd=repo, env={**env, "CPU_TRAINING_STATE": str(tmp_path / "state")},
+                            capture_output=True, text=True, timeout=120)
+    assert status.stdout.splitlines()[1:] == [
+        f"  2026-11-27T05:00:00+00:00 INFO {pair} epoch 5/100  train rel_l2 1  test rel L2 1  lr 1  900.0s",
+        f"  kept aside: models/{pair}/checkpoint.discarded-2026-11-27T101120Z.pt, a checkpoint of the run before a change of its settings or data"
+        " (train.log says which)",
+    ]
 
     dataset, model = "darcy141", "gt"
     paper_hash = resolve_run(load_config_files([str(DEFAULT_PAPER_CONFIG)]), dataset, model)["hash"]
