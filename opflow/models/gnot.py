@@ -148,13 +148,19 @@ class CoordinateNormalizer(nn.Module):
 
     Under DDP the buffers of rank 0 are broadcast at every forward (torch's default), so the
     statistics are those of rank 0's share of the batches. The float64 buffers do not move to MPS.
+
+    ``count`` has shape ``(1,)``, not ``()``: under ``torch.compile`` (inductor, CPU, torch 2.13) an
+    in-place ``copy_`` or ``add_`` into a 0-dim float64 buffer is lost, while the 1-dim ``mean`` and ``m2``
+    are updated, so a compiled training kept ``count = 0`` and standardised with scale 1 (found on
+    the elasticity972 CPU run; ``tests/opflow/test_train_step.py`` compares compiled and plain buffers).
+    A state dict with the earlier 0-dim ``count`` loads.
     """
 
     EPS = 1e-8
 
     def __init__(self, dim: int) -> None:
         super().__init__()
-        self.register_buffer("count", torch.zeros((), dtype=torch.float64))
+        self.register_buffer("count", torch.zeros(1, dtype=torch.float64))
         self.register_buffer("mean", torch.zeros(dim, dtype=torch.float64))
         self.register_buffer("m2", torch.zeros(dim, dtype=torch.float64))
 
@@ -174,6 +180,12 @@ class CoordinateNormalizer(nn.Module):
         self.m2.add_(m2_b + delta**2 * (self.count * n_b / n))
         self.mean.add_(delta * (n_b / n))
         self.count.copy_(n)
+
+    def _load_from_state_dict(self, state_dict, prefix, *args, **kwargs):  # type: ignore[no-untyped-def]
+        key = prefix + "count"
+        if key in state_dict and state_dict[key].dim() == 0:  # written before count became (1,)
+            state_dict[key] = state_dict[key].reshape(1)
+        super()._load_from_state_dict(state_dict, prefix, *args, **kwargs)
 
     def scale(self) -> Tensor:
         """``s + 1e-8`` per axis (1 before any update)."""

@@ -308,6 +308,21 @@ def test_coordinate_normalisation_fits_the_training_split_and_freezes_in_evaluat
     assert all(torch.equal(before[k], v) for k, v in m.coord_norm.state_dict().items())
 
 
+def test_a_state_dict_with_the_earlier_0_dim_point_count_loads():
+    """The point count became a (1,) buffer (a 0-dim one lost its updates under torch.compile); a model file or
+    checkpoint written before that loads, with the same statistics."""
+    m = tiny(coord_norm="unit_gaussian")
+    m.train()
+    for x, a, mk in _split_batches():
+        m(x, a, mask=mk)
+    old = {k: (v.reshape(()) if k == "coord_norm.count" else v) for k, v in m.state_dict().items()}
+    assert old["coord_norm.count"].dim() == 0
+    other = tiny(coord_norm="unit_gaussian")
+    other.load_state_dict(old)
+    assert other.coord_norm.count.shape == (1,) and float(other.coord_norm.count) == float(m.coord_norm.count) > 0
+    torch.testing.assert_close(other.coord_norm.scale(), m.coord_norm.scale(), rtol=0, atol=0)
+
+
 def test_standardised_coordinates_reach_the_query_embedding_and_the_gate_only():
     """With statistics (m, s), the model equals the same weights without the option evaluated with
     queries (x - m) / (s + 1e-8) at raw input points: the input function's embedding keeps the raw
