@@ -391,6 +391,21 @@ def test_the_captured_step_replayed_trains_the_weights_of_the_plain_step(files: 
 WRITE_BUFFERS = ("gnot_official", "ono", "ono_cloud")
 
 
+def test_the_families_whose_training_step_writes_buffers_are_those_listed(files: dict, tmp_path: Path) -> None:
+    """The list the compiled-buffers test below runs on is complete: one plain step of every family changes a
+    persistent buffer exactly where WRITE_BUFFERS says so (a new model that keeps statistics joins the list)."""
+    writes = set()
+    for family, (kind, spec) in FAMILIES.items():
+        tr = trainer_for(family_run(kind, spec, files[kind], epochs=1), files[kind], tmp_path / family)
+        names = [k for k, _ in tr.model.named_buffers() if k in tr.model.state_dict()]
+        before = {k: tr.model.state_dict()[k].clone() for k in names}
+        with deferred_checks():
+            tr.step(opflow.train.to_device(next(iter(tr.train_batches)), tr.dev))
+        if any(not torch.equal(before[k], tr.model.state_dict()[k]) for k in names):
+            writes.add(family)
+    assert writes == set(WRITE_BUFFERS)
+
+
 @pytest.mark.parametrize("family", WRITE_BUFFERS)
 def test_a_compiled_step_writes_the_buffers_of_the_plain_step(files: dict, tmp_path: Path, family: str) -> None:
     """``training.compile`` is operational: after an epoch of compiled steps, the weights and every buffer equal the
