@@ -403,7 +403,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--cpu-note", action="store_true", help="print the note of the CPU's pair now in the cpu: list (its record's note when published)")
     p.add_argument("--carry", action="store_true", help="with --next: print the paths the lease's command carries (the wheels, the checkpoints it resumes, .lease-state/data: the subsets of the data made here that it reads)")
     p.add_argument("--place-data", action="store_true",
-                   help="on the GPU machine: copy the carried subsets (.lease-state/data/<x>) to data/<x>, never over a file already there")
+                   help="on the GPU machine: copy the carried subsets (.lease-state/data/<x>) to data/<x>; a whole file there is kept, an older subset replaced")
     p.add_argument("--keep", nargs=2, metavar=("CHECKPOINT", "FOLDER"), default=None,
                    help="keep a lease's unfinished checkpoint for the next lease: into .lease-state/, with its pointer in FOLDER (published/<pair>/)")
 

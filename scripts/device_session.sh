@@ -216,7 +216,7 @@ if want queue; then  # the queue's next pairs with what is left, all trainings s
     # minutes of training to choose pairs for: what is left less the wheels, the data (25-50 s uncompressed, estimated;
     # docs/gpu.md), the job starts and the 60 s after the deadline for evaluation and packing, rounded up to 150 s
     minutes="$(awk -v s="$(left)" 'BEGIN { m = (s - 150) / 60; printf "%.1f", (m < 0.5 ? 0.5 : m) }')"
-    # data made on the CPU machine (FEM), carried as subsets (`opflow queue --carry`), into data/: never over a file there
+    # data made on the CPU machine (FEM), carried as subsets (`opflow queue --carry`), into data/: never over a whole file there
     "$py" -m opflow.cli queue --place-data | while IFS= read -r l; do say "$l"; done
     mapfile -t chosen < <("$py" -m opflow.cli queue --next "$minutes" --targets | tr ' ' '\n' | grep .)
     jobs="$("$py" -m opflow.cli queue --next "$minutes" --share-gpu)"
