@@ -326,11 +326,22 @@ STEP_PAIRS: dict[str, dict[str, int]] = {
 }
 
 
+#: more datasets whose synthetic data's shape is known (the grid of the file the view reads): the CPU's background
+#: list (config/queue.yaml, ``cpu:``), for timing its pairs plain against compiled
+STEP_SHAPES: dict[str, dict[str, int]] = {
+    "darcy_lognormal64": {"resolution": 64},
+    "darcy_inverse141_eps0": {"resolution": 141},
+    "darcy211": {"resolution": 211},
+    "darcy_inverse211_eps0": {"resolution": 211},
+}
+
+
 def step_shape(pair: str) -> dict[str, int] | None:
-    """The synthetic data's shape for ``pair``: that of :data:`STEP_PAIRS`' pair on the same dataset, so any
-    model can be timed on the datasets listed there (e.g. ``elasticity972/gnot_official``). None: unknown."""
+    """The synthetic data's shape for ``pair``: that of :data:`STEP_PAIRS`' pair on the same dataset, or the
+    dataset's entry in :data:`STEP_SHAPES`, so any model can be timed on the datasets listed there (e.g.
+    ``elasticity972/gnot_official``). None: unknown."""
     dataset = pair.split("/", 1)[0]
-    return next((shape for p, shape in STEP_PAIRS.items() if p.split("/", 1)[0] == dataset), None)
+    return next((shape for p, shape in STEP_PAIRS.items() if p.split("/", 1)[0] == dataset), STEP_SHAPES.get(dataset))
 
 
 #: the issue's bound: a step is GPU-bound when its wall time is at most this multiple of its kernel time
@@ -377,6 +388,8 @@ def step_pair_run(config: Mapping[str, Any], pair: str, shape: Mapping[str, int]
             synthetic_cloud(path, train=n_train, test=n_test, points=shape["points"])
     else:
         new["resolution"] = shape["resolution"]
+        # the pair's task and view (e.g. the inverse problem: pressure -> coefficient, coarsened and noisy)
+        new.update({k: entry[k] for k in ("task", "view") if k in entry})
         if not path.exists():
             synthetic_darcy(path, train=n_train, test=n_test, resolution=shape["resolution"])
     cfg["datasets"] = {**cfg["datasets"], dataset: new}
@@ -571,7 +584,7 @@ def steps_main(a: argparse.Namespace, config: Mapping[str, Any], names: Sequence
     pairs = [p.strip() for p in (a.pairs or ",".join(STEP_PAIRS)).split(",") if p.strip()]
     unknown = [p for p in pairs if step_shape(p) is None or p.split("/", 1)[-1] not in config.get("models", {})]
     if unknown:
-        raise SystemExit(f"--pairs: {unknown} not among {sorted(STEP_PAIRS)} (a configured model on a dataset whose synthetic data's shape is known)")
+        raise SystemExit(f"--pairs: {unknown} not among {sorted(STEP_PAIRS)} (a configured model on one of their datasets or of {sorted(STEP_SHAPES)})")
     out = a.out or ROOT / DEFAULT_STEP_OUT.format(device=dev.type)
     if len(pairs) > 1 and argv and not a.one_process:
         return steps_in_processes(argv, pairs, out)

@@ -73,6 +73,9 @@ class QueueEntry:
     #: the note of its place in the file's ``cpu:`` list (where, since when, at what cost), and that place
     cpu_note: str | None = None
     cpu_rank: int | None = None
+    #: whether the CPU trains it with ``torch.compile`` (the ``cpu:`` entry's ``compile``; config/compile.yaml): only
+    #: where it measured faster there (benchmarks/results/train_speed_compile_cpu*.json)
+    cpu_compile: bool = False
     numbers: int = 0
     state: str = "pending"
     epochs_done: int = 0
@@ -116,7 +119,7 @@ class QueueEntry:
 
 def load_queue(path: str | Path = DEFAULT_QUEUE) -> list[QueueEntry]:
     """The entries of ``path`` (``queue:`` list of ``{pair, gpu_minutes, source, share_gpu?, blocked?, data?}``; ``cpu:``
-    list of ``{pair, note}``, the CPU's order), each checked: a :class:`ConfigError` names the entry and the key."""
+    list of ``{pair, note, compile?}``, the CPU's order), each checked: a :class:`ConfigError` names the entry and the key."""
     path = Path(path)
     try:
         doc = yaml.safe_load(path.read_text())
@@ -157,13 +160,18 @@ def load_queue(path: str | Path = DEFAULT_QUEUE) -> list[QueueEntry]:
 
 
 def _cpu_order(cpu: Any, path: Path, entries: Mapping[str, QueueEntry]) -> None:
-    """Mark the pairs of the ``cpu:`` list with their place and note (:attr:`QueueEntry.cpu_rank`, ``cpu_note``)."""
+    """Mark the pairs of the ``cpu:`` list with their place, note and whether they train compiled there
+    (:attr:`QueueEntry.cpu_rank`, ``cpu_note``, ``cpu_compile``)."""
     if not isinstance(cpu, list):
-        raise ConfigError(f"{path.name}: cpu, when given, is a list of {{pair, note}} in the order the CPU trains them")
+        raise ConfigError(f"{path.name}: cpu, when given, is a list of {{pair, note, compile?}} in the order the CPU trains them")
     for i, c in enumerate(cpu):
         where = f"{path.name}: cpu[{i}]"
-        if not isinstance(c, Mapping) or set(c) != {"pair", "note"} or not isinstance(c["note"], str) or not c["note"].strip():
-            raise ConfigError(f"{where}: an entry is {{pair, note}}: the pair and where, since when or at what cost it trains on the CPU")
+        if (not isinstance(c, Mapping) or not {"pair", "note"} <= set(c) <= {"pair", "note", "compile"}
+                or not isinstance(c["note"], str) or not c["note"].strip()):
+            raise ConfigError(f"{where}: an entry is {{pair, note, compile?}}: the pair, where, since when or at what cost it "
+                              "trains on the CPU, and (optional, default false) whether it trains compiled there")
+        if not isinstance(c.get("compile", False), bool):
+            raise ConfigError(f"{where}: compile is true or false (train with torch.compile on the CPU: only where that measured faster), got {c['compile']!r}")
         e = entries.get(c["pair"])
         if e is None:
             raise ConfigError(f"{where}: {c['pair']!r} is not a pair of the queue: add it to queue: (with its GPU minutes) first")
@@ -171,7 +179,7 @@ def _cpu_order(cpu: Any, path: Path, entries: Mapping[str, QueueEntry]) -> None:
             raise ConfigError(f"{where}: {e.pair} is listed twice")
         if e.blocked:
             raise ConfigError(f"{where} ({e.pair}): the pair is blocked ({e.blocked}); remove it from cpu: or unblock it")
-        e.cpu_rank, e.cpu_note = i, c["note"].strip()
+        e.cpu_rank, e.cpu_note, e.cpu_compile = i, c["note"].strip(), c.get("compile", False)
 
 
 def cpu_pair(entries: Sequence[QueueEntry], published: str | Path = DEFAULT_PUBLISHED) -> QueueEntry | None:
@@ -401,6 +409,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--share-gpu", action="store_true", help="with --next: print 2 when every chosen pair may share the GPU, else 1")
     p.add_argument("--cpu-targets", action="store_true", help="print the Snakemake target of the CPU's pair now (the cpu: list; scripts/cpu_training.sh)")
     p.add_argument("--cpu-note", action="store_true", help="print the note of the CPU's pair now in the cpu: list (its record's note when published)")
+    p.add_argument("--cpu-compile", action="store_true",
+                   help="print 1 when the CPU's pair now trains with torch.compile (its cpu: entry's compile), else 0")
     p.add_argument("--carry", action="store_true", help="with --next: print the paths the lease's command carries (the wheels, the checkpoints it resumes, .lease-state/data: the subsets of the data made here that it reads)")
     p.add_argument("--place-data", action="store_true",
                    help="on the GPU machine: copy the carried subsets (.lease-state/data/<x>) to data/<x>; a whole file there is kept, an older subset replaced")
@@ -444,6 +454,9 @@ def _run(a: argparse.Namespace) -> int:
     entries = derive(entries, load_reference(a.reference or DEFAULT_REFERENCE), a.published, protocol_epochs(a.config, entries))
     if a.cpu_targets or a.cpu_note:
         print(" ".join(e.target if a.cpu_targets else (e.cpu_note or "") for e in entries if e.state == "on the CPU"))
+        return 0
+    if a.cpu_compile:
+        print(int(any(e.cpu_compile for e in entries if e.state == "on the CPU")))
         return 0
     if a.next is not None:
         if not (math.isfinite(a.next) and a.next > 0):

@@ -28,11 +28,12 @@
 #                                    (the checkpoint stays in models/: committed, it would be over what a GPU command
 #                                    carries); once results/<pair>.json exists, `opflow publish` instead: the record.
 #                                    Then commit published/<pair>/
-# It trains with the overlays config/compile.yaml (torch.compile: 1.10x for GNOT on 2 cores) and config/eval_every5.yaml
-# (the curves' test pass every 5th epoch: it took 6 % of GNOT's epoch), both operational: the run and its weights are the
-# same. CPU_TRAINING_COMPILE=0 leaves the first out, CPU_TRAINING_EVAL_EVERY5=0 the second. Keep the same choice until
-# the pair is evaluated: the overlays are in the training job's params, so Snakemake reruns a finished training whose
-# params changed.
+# It trains with the overlay config/eval_every5.yaml (the curves' test pass every 5th epoch: it took 6 % of GNOT's epoch)
+# and, for the pairs whose cpu: entry says `compile: true`, config/compile.yaml (torch.compile: 1.10x for GNOT on 2 cores,
+# but 1.34-1.55x slower for the GT / FT pairs: benchmarks/results/train_speed_compile_cpu*.json). Both are operational:
+# the run and its weights are the same. CPU_TRAINING_COMPILE=1 compiles every pair, =0 none (default: the list's
+# choice); CPU_TRAINING_EVAL_EVERY5=0 leaves the second out. Keep the same choice until the pair is evaluated: the
+# overlays are in the training job's params, so Snakemake reruns a finished training whose params changed.
 # CPU_TRAINING_STATE (default logs/) is the folder of its process-group file and log; CORES (default all) its cores;
 # CPU_TRAINING_SNAKEMAKE (tests) a command that the list runs instead of `python -m snakemake`;
 # CPU_TRAINING_COMMAND (tests) a shell command that `start` runs instead of the training.
@@ -101,15 +102,17 @@ case "$1" in
     resume) signal CONT resume "resumed" ;;
     stop) alive && kill -CONT -- "-$(pgid)"; signal INT stop "stopped; 'start' resumes it from its last checkpoint" ;;
     _list)  # what `start` runs in the background: the cpu: list's pairs one after the other, each published when done
-        # the operational overlays (the run is the same): torch.compile on the CPU, the curves' test pass every 5th epoch
-        files=()
-        [[ "${CPU_TRAINING_COMPILE:-1}" == 1 ]] && files+=(config/compile.yaml)
-        [[ "${CPU_TRAINING_EVAL_EVERY5:-1}" == 1 ]] && files+=(config/eval_every5.yaml)
-        overlay=(); [[ ${#files[@]} -gt 0 ]] && overlay=(--configfile "${files[@]}")  # one option: a second one replaces the first
         smk=("$py" -m snakemake)
         # shellcheck disable=SC2206  # the tests' stand-in for Snakemake: a command line
         [[ -n "${CPU_TRAINING_SNAKEMAKE:-}" ]] && smk=($CPU_TRAINING_SNAKEMAKE)
         while t="$(targets)" && [[ -n "$t" ]]; do
+            # the operational overlays (the run is the same): torch.compile where the pair's cpu: entry says so, the
+            # curves' test pass every 5th epoch
+            compile="${CPU_TRAINING_COMPILE:-$("$py" -m opflow.cli queue --cpu-compile)}"
+            files=()
+            [[ "$compile" == 1 ]] && files+=(config/compile.yaml)
+            [[ "${CPU_TRAINING_EVAL_EVERY5:-1}" == 1 ]] && files+=(config/eval_every5.yaml)
+            overlay=(); [[ ${#files[@]} -gt 0 ]] && overlay=(--configfile "${files[@]}")  # one option: a second one replaces the first
             echo "cpu_training: $(date -u +%FT%TZ) training $t${files:+ (with ${files[*]})}"
             # shellcheck disable=SC2086  # the target is one word
             "${smk[@]}" --cores "${CORES:-$(nproc)}" --rerun-incomplete "${overlay[@]}" -- $t || exit $?

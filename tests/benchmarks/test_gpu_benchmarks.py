@@ -199,6 +199,19 @@ def test_train_speed_steps_time_single_steps_of_each_pair_and_record_the_kernel_
     assert train_speed.step_shape("elasticity972/gnot_official") == {"points": 972} and train_speed.step_shape("burgers/gt1d") is None
 
 
+def test_the_pairs_of_the_cpu_list_are_timed_on_their_own_task_and_view(tmp_path):
+    """The CPU's background list (config/queue.yaml ``cpu:``) is timed plain against compiled with these pairs: the
+    inverse problem keeps its task (pressure -> coefficient) and its view (the output coarsened 4x, 141 -> 36)."""
+    from opflow.config import load_config_files
+
+    config = load_config_files([str(train_speed.ROOT / "config" / "default.yaml")])
+    assert train_speed.step_shape("darcy_inverse141_eps0/gt_inverse") == {"resolution": 141}
+    assert train_speed.step_shape("darcy_lognormal64/ft") == {"resolution": 64}
+    run, path = train_speed.step_pair_run(config, "darcy_inverse141_eps0/gt_inverse", {"resolution": 141}, tmp_path, batches=1)
+    assert run["task"] == {"inputs": ["pressure"], "outputs": ["coeff"]} and run["view"]["kind"] == "inverse"
+    assert run["view"]["factor"] == 4 and path.exists()
+
+
 def test_top_kernels_are_the_operations_with_the_most_time_per_step():
     """On CUDA the kernels of a profiled step; here the same summary of a CPU profile (the ATen operations)."""
     from torch.profiler import ProfilerActivity, profile

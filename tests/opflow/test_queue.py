@@ -4,6 +4,7 @@ pairs a lease of given minutes takes."""
 from __future__ import annotations
 
 import json
+import statistics
 from pathlib import Path
 
 import pytest
@@ -52,7 +53,9 @@ def test_the_committed_queue_loads_and_names_only_pairs_of_the_paper_profile():
     ("queue: [{pair: a/m, gpu_minutes: 1}]", "source must say where"),
     ("queue: [{pair: a/m, gpu_minutes: 1, source: x, when: now}]", r"unknown key\(s\) \['when'\]"),
     ("queue: [{pair: a/m, gpu_minutes: 1, source: x}, {pair: a/m, gpu_minutes: 2, source: y}]", "queued twice"),
-    ("queue: [{pair: a/m, gpu_minutes: 1, source: x}]\ncpu: [{pair: a/m, note: ''}]", r"cpu\[0\]: an entry is \{pair, note\}"),
+    ("queue: [{pair: a/m, gpu_minutes: 1, source: x}]\ncpu: [{pair: a/m, note: ''}]", r"cpu\[0\]: an entry is \{pair, note, compile\?\}"),
+    ("queue: [{pair: a/m, gpu_minutes: 1, source: x}]\ncpu: [{pair: a/m, note: x, compile: yes please}]", r"cpu\[0\]: compile is true or false"),
+    ("queue: [{pair: a/m, gpu_minutes: 1, source: x}]\ncpu: [{pair: a/m, note: x, threads: 2}]", r"cpu\[0\]: an entry is \{pair, note, compile\?\}"),
     ("queue: [{pair: a/m, gpu_minutes: 1, source: x}]\ncpu: [{pair: b/m, note: soon}]", "'b/m' is not a pair of the queue"),
     ("queue: [{pair: a/m, gpu_minutes: 1, source: x}]\ncpu: [{pair: a/m, note: x}, {pair: a/m, note: y}]", r"cpu\[1\]: a/m is listed twice"),
     ("queue: [{pair: a/m, gpu_minutes: 1, source: x, blocked: why}]\ncpu: [{pair: a/m, note: x}]", r"the pair is blocked \(why\)"),
@@ -128,6 +131,26 @@ def test_a_pair_trained_on_the_cpu_is_kept_out_of_the_leases_with_its_epochs_fro
     assert main(["queue", "--cpu-note"]) == 0  # its line of the cpu: list (the record's note once it is published)
     current = [e.cpu_note for e in derive(load_queue(DEFAULT_QUEUE), load_reference()) if e.state == "on the CPU"]
     assert capsys.readouterr().out.strip() == " ".join(current) and all(current)
+    assert main(["queue", "--cpu-compile"]) == 0  # whether it trains compiled: its cpu: entry's compile
+    compiled = [e.cpu_compile for e in derive(load_queue(DEFAULT_QUEUE), load_reference()) if e.state == "on the CPU"]
+    assert capsys.readouterr().out.strip() == str(int(any(compiled)))
+
+
+def test_the_cpu_compiles_exactly_the_pairs_of_its_list_that_measured_faster_compiled():
+    """config/queue.yaml's ``compile:`` of each cpu: entry is the decision of the committed CPU measurement of that
+    pair (benchmarks/results/train_speed_compile_cpu*.json: the trainer's step plain against compiled, 2 cores, the
+    median of the rounds): compiled where that step was faster, plain otherwise. The inverse problem's three noise
+    levels train one model on one grid, so the measured one stands for the others; any other pair needs its own."""
+    measured: dict[str, float] = {}
+    for path in sorted((Path(DEFAULT_QUEUE).parents[1] / "benchmarks" / "results").glob("train_speed_compile_cpu*.json")):
+        for pair, m in json.loads(path.read_text())["pairs"].items():
+            assert m["compiled_over_plain_median"] == pytest.approx(statistics.median(m["compiled_over_plain_per_round"]))
+            measured[pair] = m["compiled_over_plain_median"]
+    listed = [e for e in load_queue(DEFAULT_QUEUE) if e.cpu_rank is not None]
+    ratio = {e.pair: measured.get(e.pair, measured.get(e.pair.split("_eps")[0] + "_eps0/" + e.model)) for e in listed}
+    assert None not in ratio.values(), f"no CPU compile measurement for {[p for p, r in ratio.items() if r is None]}"
+    assert {e.pair: e.cpu_compile for e in listed} == {p: r < 1.0 for p, r in ratio.items()}
+    assert any(e.cpu_compile for e in listed) and not all(e.cpu_compile for e in listed)  # GNOT compiled, GT / FT plain
 
 
 def test_the_cpu_trains_its_list_in_order_skipping_what_a_lease_finished_or_started(tmp_path):

@@ -167,13 +167,15 @@ def test_snapshot_writes_where_the_run_stands_and_publishes_it_once_finished(tmp
 
 def test_start_trains_the_cpu_list_one_pair_after_the_other_and_stops_at_a_failure(tmp_path: Path) -> None:
     """In a copy of the repository, with a stand-in for Snakemake that 'publishes' the pair it is given (its record):
-    the list's pairs run in order, each with the compile and test-pass overlays, and the list stops at the first one that fails."""
+    the list's pairs run in order, each with the test-pass overlay and, where its entry says so, the compile one, and the
+    list stops at the first one that fails."""
     from repo_copy import repository_copy
 
     repo, env = repository_copy(tmp_path)
     (repo / "config/queue.yaml").write_text(
         "queue:\n" + "".join(f"  - {{pair: {p}, gpu_minutes: 10, source: a test}}\n" for p in ("darcy141/gt", "darcy141/ft", "darcy211/gt"))
-        + "cpu:\n" + "".join(f"  - {{pair: {p}, note: a test}}\n" for p in ("darcy141/ft", "darcy141/gt", "darcy211/gt")))
+        + "cpu:\n" + "".join(f"  - {{pair: {p}, note: a test{c}}}\n" for p, c in
+                              (("darcy141/ft", ", compile: true"), ("darcy141/gt", ""), ("darcy211/gt", ""))))
     calls = tmp_path / "calls.txt"
     fake = tmp_path / "fake_snakemake.sh"  # records its arguments; fails for darcy141_gt when told to
     fake.write_text(f"""#!/bin/bash
@@ -197,9 +199,12 @@ mkdir -p "published/$pair" && cp published/darcy_gt/* "published/$pair/"  # a re
     log = start_and_wait("results/darcy141_ft.json", FAIL="darcy141_gt")
     trained = [line.split()[-1] for line in calls.read_text().splitlines()]
     assert trained == ["results/darcy141_ft.json", "results/darcy141_gt.json"], log  # in the list's order, stopped at the failure
-    assert all("--configfile config/compile.yaml config/eval_every5.yaml --" in line for line in calls.read_text().splitlines())
+    first, second = calls.read_text().splitlines()
+    assert "--configfile config/compile.yaml config/eval_every5.yaml --" in first  # compile: true
+    assert "--configfile config/eval_every5.yaml --" in second  # plain (the default)
     assert not (repo / "published/darcy211_gt/record.json").exists()
     calls.unlink()
-    log = start_and_wait("results/darcy141_gt.json")  # started again: the failed pair, then the rest
+    log = start_and_wait("results/darcy141_gt.json", CPU_TRAINING_COMPILE="1")  # started again: the failed pair, then the rest
     assert [line.split()[-1] for line in calls.read_text().splitlines()] == ["results/darcy141_gt.json", "results/darcy211_gt.json"], log
+    assert all("--configfile config/compile.yaml config/eval_every5.yaml --" in line for line in calls.read_text().splitlines())  # forced
     assert "every pair of the cpu: list is done or in progress on a GPU" in log
