@@ -9,7 +9,7 @@ minutes for the whole protocol and where that estimate comes from. Nothing else 
   value, highest first (ties: cheapest first);
 * **state**, from ``published/<dataset>_<model>/``: ``done`` when ``record.json`` is there (published
   with :mod:`opflow.publish`), ``in progress`` when ``checkpoint.json`` is (the pointer to the checkpoint a
-  lease left, kept beside git: :mod:`opflow.lease_state`; its epochs from ``curves.json``), else ``pending``;
+  lease left, kept out of the tree: :mod:`opflow.lease_state`; its epochs from ``curves.json``), else ``pending``;
   ``blocked`` when the entry says why;
   ``on the CPU`` for the CPU machine's one long training between leases (``scripts/cpu_training.sh``; its
   epochs from ``models/<dataset>_<model>/curves.json`` of the working tree): the first pair of the
@@ -85,6 +85,8 @@ class QueueEntry:
     #: in progress: the size of the checkpoint a lease left, and whether it is here with the pointer's size and hash
     checkpoint_bytes: int = 0
     ready: bool = False
+    #: in progress: whether the pointer names where git's history keeps the checkpoint (opflow/history.py)
+    kept_in_history: bool = False
     #: the data file the pair reads where the GPU machine cannot make it (a FEM set), carried as a subset
     #: (:mod:`opflow.data.subset`, :func:`opflow.lease_state.carried_data`); whether it is here; the subset's size
     data: str | None = None
@@ -212,7 +214,7 @@ def derive(entries: Sequence[QueueEntry], reference: Sequence[Any], published: s
         folder = published / e.folder
         e.epochs = (epochs or {}).get(e.pair)
         if (folder / "checkpoint.pt").exists():
-            raise ConfigError(f"{folder / 'checkpoint.pt'}: a lease checkpoint in the tracked files; keep it beside git with "
+            raise ConfigError(f"{folder / 'checkpoint.pt'}: a lease checkpoint in the tracked files; keep it out of the tree with "
                               f"`opflow queue --keep {folder / 'checkpoint.pt'} {folder}`, then `git rm {folder / 'checkpoint.pt'}` "
                               "(opflow/lease_state.py says why)")
         pointer = lease_state.read_pointer(folder)
@@ -229,6 +231,7 @@ def derive(entries: Sequence[QueueEntry], reference: Sequence[Any], published: s
             e.state = "in progress"
             e.epochs_done = len(_curves(folder / "curves.json"))
             e.checkpoint_bytes, e.ready = int(pointer["bytes"]), lease_state.ready(root, folder)
+            e.kept_in_history = bool(pointer.get("git"))
         else:
             e.state = "pending"
     order = {id(e): i for i, e in enumerate(entries)}
@@ -347,6 +350,35 @@ def carried_data(entries: Sequence[QueueEntry], root: str | Path = ROOT,
     return written
 
 
+def cpu_state(entries: Sequence[QueueEntry], root: str | Path = ROOT, published: str | Path = DEFAULT_PUBLISHED,
+              config_files: Sequence[str | Path] = DEFAULT_CONFIG) -> tuple[Path, Path, list[tuple[str, Path]]] | None:
+    """What of the CPU's run now (a derived queue's pair ``on the CPU``) a later session on a new machine needs, for
+    :func:`opflow.lease_state.save`: its record folder, its checkpoint ``models/<pair>/checkpoint.pt`` and the data it
+    reads where its entry names ``data`` (FEM: the subset of the variables its run reads, :func:`carried_data`'s file;
+    the file itself where it is that subset already). None when the CPU has no pair or its run no checkpoint yet."""
+    from opflow.config import load_config_files, resolve_run
+    from opflow.data.subset import is_current, subset_source, write_subset
+
+    root = Path(root)
+    e = next((e for e in entries if e.state == "on the CPU"), None)
+    checkpoint = root / "models" / (e.folder if e else "") / "checkpoint.pt"
+    if e is None or not checkpoint.is_file():
+        return None
+    data: list[tuple[str, Path]] = []
+    if e.data:
+        src = root / e.data
+        if not src.is_file():
+            raise ConfigError(f"{src}: the data the CPU's run {e.pair} reads is not here")
+        if subset_source(src) is None:  # the whole file: keep the subset of what the queue's pairs read of it
+            runs = [resolve_run(load_config_files([str(f) for f in config_files]), x.dataset, x.model, e.data) for x in entries if x.data == e.data]
+            dst = lease_state.carried_data(root, e.data)
+            if not is_current(src, dst, runs):
+                write_subset(src, dst, runs)
+            src = dst
+        data.append((e.data, src))
+    return Path(published) / e.folder, checkpoint, data
+
+
 def protocol_epochs(config_files: Sequence[str | Path], pairs: Sequence[QueueEntry]) -> dict[str, int]:
     """``training.epochs`` of each pair in the paper profile (the merged training settings)."""
     from opflow.config import load_config_files, parse_workflow
@@ -389,7 +421,8 @@ def table(entries: Sequence[QueueEntry]) -> str:
         left = time_left(e.curves, e.epochs) if e.state == "on the CPU" and e.epochs else ""
         state = e.state + (f" ({e.epochs_done} of {e.epochs} epochs{', ' + left + ' at its pace' if left else ''})"
                            if e.state in ("in progress", "on the CPU") else "")
-        state += ", its checkpoint is not here (opflow/lease_state.py)" if e.state == "in progress" and not e.ready else ""
+        state += (", its checkpoint is not here" + (" (in git's history: opflow queue --restore-state)" if e.kept_in_history else " (opflow/lease_state.py)")
+                  if e.state == "in progress" and not e.ready else "")
         state += f", its data {e.data} is not here (made on a CPU machine, carried: opflow queue --carry)" if (
             e.state in ("pending", "in progress") and not e.data_here) else ""
         state += f": {e.blocked}" if e.blocked else f": {e.cpu_note}" if e.state == "on the CPU" else ""
@@ -414,6 +447,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--carry", action="store_true", help="with --next: print the paths the lease's command carries (the wheels, the checkpoints it resumes, .lease-state/data: the subsets of the data made here that it reads)")
     p.add_argument("--place-data", action="store_true",
                    help="on the GPU machine: copy the carried subsets (.lease-state/data/<x>) to data/<x>; a whole file there is kept, an older subset replaced")
+    p.add_argument("--save-state", action="store_true",
+                   help="keep in git's history (two commits) what a later session on a new machine needs: the CPU run's checkpoint and data, "
+                        "and the lease checkpoints not kept there yet (opflow/history.py); at a session's end, nothing else staged")
+    p.add_argument("--restore-state", action="store_true",
+                   help="bring back from git's history each checkpoint (and CPU run's data) a pointer in published/ names that is not here")
     p.add_argument("--keep", nargs=2, metavar=("CHECKPOINT", "FOLDER"), default=None,
                    help="keep a lease's unfinished checkpoint for the next lease: into .lease-state/, with its pointer in FOLDER (published/<pair>/)")
 
@@ -450,8 +488,20 @@ def _run(a: argparse.Namespace) -> int:
         return 0
     if a.carry and a.next is None:
         raise ConfigError("--carry needs --next MINUTES: the minutes of training the lease has")
+    if a.restore_state or a.carry:  # a lease carries the checkpoints it resumes: from the history where they are not here
+        restored, lost = lease_state.restore(ROOT, a.published)
+        for path in restored:
+            print(f"queue: restored {path} from git's history", file=sys.stderr)
+        for line in lost:
+            print(f"queue: {line}", file=sys.stderr)
+        if a.restore_state:
+            return 0
     entries = load_queue(a.queue)
     entries = derive(entries, load_reference(a.reference or DEFAULT_REFERENCE), a.published, protocol_epochs(a.config, entries))
+    if a.save_state:
+        kept = lease_state.save(ROOT, a.published, cpu_state(entries, ROOT, a.published, a.config))
+        print(f"queue: kept {', '.join(kept)} in git's history (two commits)" if kept else "queue: everything is kept in git's history already")
+        return 0
     if a.cpu_targets or a.cpu_note:
         print(" ".join(e.target if a.cpu_targets else (e.cpu_note or "") for e in entries if e.state == "on the CPU"))
         return 0
@@ -477,5 +527,5 @@ def _run(a: argparse.Namespace) -> int:
     return 0
 
 
-__all__ = ["FILL_MINUTES", "QueueEntry", "carried_data", "carry_plan", "cpu_pair", "derive", "load_queue", "next_pairs", "protocol_epochs", "standing", "table",
+__all__ = ["FILL_MINUTES", "QueueEntry", "carried_data", "carry_plan", "cpu_pair", "cpu_state", "derive", "load_queue", "next_pairs", "protocol_epochs", "standing", "table",
            "tracked_bytes"]

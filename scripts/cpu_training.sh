@@ -4,11 +4,18 @@
 # The pair is the first of the `cpu:` list of config/queue.yaml that is neither done nor in progress on a GPU (`opflow queue
 # --cpu-targets` prints its target). Snakemake trains and evaluates it on every core, `snapshot` publishes it, and the
 # next pair of the list follows in the same background run. The trainer keeps a checkpoint after each epoch, so `start`
-# in a later session (after the machine stopped everything) goes on from the last finished epoch.
+# in a later session (after the machine stopped everything) goes on from the last finished epoch. A later session may
+# find a new machine, its work tree laid anew from git: so `keep`, at a session's end, keeps the checkpoint (and the
+# subset of the FEM data the run reads) in git's history, and `start` brings them back where they are not here.
 #
 # Usage (repository root, with the project's .venv):
-#   scripts/cpu_training.sh start    start it, or resume it from its checkpoint; refuses while it runs. A Snakemake lock
-#                                    left by a killed run is removed when no Snakemake process runs on this machine
+#   scripts/cpu_training.sh start    start it, or resume it from its checkpoint; refuses while it runs. On a new machine
+#                                    it first brings back from git's history what `keep` kept there (`opflow queue
+#                                    --restore-state`). A Snakemake lock left by a killed run is removed when no
+#                                    Snakemake process runs on this machine
+#   scripts/cpu_training.sh keep     at a session's end: keep its checkpoint as it is now, and the data it reads, in git's
+#                                    history (`opflow queue --save-state`: two commits, the files out of the tree again;
+#                                    nothing else may be staged). The training goes on meanwhile
 #   scripts/cpu_training.sh status   running, paused or not running, the last line of each target's train.log, and the
 #                                    checkpoints of its earlier runs kept aside (checkpoint.discarded-<time>.pt)
 #   scripts/cpu_training.sh pause    stop it where it is (SIGSTOP) before a timing that must have the cores alone
@@ -25,9 +32,9 @@
 #                                    models/<pair>/ into published/<pair>/ with curves.png, and `opflow docs`, which
 #                                    rewrites the '<!-- generated: run-progress -->' block of published/<pair>/README.md
 #                                    (a page with that block is written for a pair that has none)
-#                                    (the checkpoint stays in models/: committed, it would be over what a GPU command
-#                                    carries); once results/<pair>.json exists, `opflow publish` instead: the record.
-#                                    Then commit published/<pair>/
+#                                    (the checkpoint stays in models/: `keep` puts it in git's history); once
+#                                    results/<pair>.json exists, `opflow publish` instead: the record. Then commit
+#                                    published/<pair>/
 # It trains with the overlay config/eval_every5.yaml (the curves' test pass every 5th epoch: it took 6 % of GNOT's epoch)
 # and, for the pairs whose cpu: entry says `compile: true`, config/compile.yaml (torch.compile: 1.10x for GNOT on 2 cores,
 # but 1.34-1.55x slower for the GT / FT pairs: benchmarks/results/train_speed_compile_cpu*.json). Both are operational:
@@ -44,7 +51,7 @@ cd "$root" || exit 2
 state="${CPU_TRAINING_STATE:-logs}"
 pidfile="$state/cpu_training.pgid"
 py="$root/.venv/bin/python"; [[ -x "$py" ]] || py=python3
-usage() { echo "usage: scripts/cpu_training.sh start|status|pause|resume|stop|snapshot, or aside -- COMMAND..." >&2; exit 2; }
+usage() { echo "usage: scripts/cpu_training.sh start|status|pause|resume|stop|snapshot|keep, or aside -- COMMAND..." >&2; exit 2; }
 [[ $# -ge 1 ]] || usage
 [[ "$1" == aside || $# -eq 1 ]] || usage
 
@@ -64,6 +71,7 @@ case "$1" in
         if [[ -n "${CPU_TRAINING_COMMAND:-}" ]]; then  # the tests' stand-in for the training: a shell command
             cmd=(bash -c "$CPU_TRAINING_COMMAND"); what="'$CPU_TRAINING_COMMAND'"
         else
+            "$py" -m opflow.cli queue --restore-state || exit 2  # a new machine: the checkpoint and data from git's history
             t="$(targets)" || exit 2
             [[ -n "$t" ]] || { echo "cpu_training: every pair of the cpu: list of config/queue.yaml is done or in progress on a GPU; add the next one there" >&2; exit 2; }
             if compgen -G ".snakemake/locks/*" >/dev/null; then
@@ -98,6 +106,7 @@ case "$1" in
             done
         done
         ;;
+    keep) "$py" -m opflow.cli queue --save-state ;;
     pause) signal STOP pause "paused" ;;
     resume) signal CONT resume "resumed" ;;
     stop) alive && kill -CONT -- "-$(pgid)"; signal INT stop "stopped; 'start' resumes it from its last checkpoint" ;;
@@ -147,7 +156,7 @@ case "$1" in
             [[ -f "$src/curves.json" ]] || { echo "cpu_training: $t has no finished epoch yet; nothing to snapshot"; continue; }
             mkdir -p "$dst"
             cp "$src/train.log" "$src/curves.csv" "$src/curves.json" "$dst/"
-            pages+=(--progress-page "$dst" "Trained in the background on the development machine's CPU between GPU leases (the \`cpu:\` list of \`config/queue.yaml\`, \`scripts/cpu_training.sh\`), resumed across sessions; its checkpoint stays in that machine's \`models/$pair/\`, not in git.")
+            pages+=(--progress-page "$dst" "Trained in the background on the development machine's CPU between GPU leases (the \`cpu:\` list of \`config/queue.yaml\`, \`scripts/cpu_training.sh\`), resumed across sessions; its checkpoint and the data it reads are kept in git's history at each session's end (\`scripts/cpu_training.sh keep\`, \`cpu_checkpoint.json\` here names them).")
             "$py" -c 'import json, sys; from opflow.plots import plot_curves; plot_curves(json.load(open(sys.argv[1])), sys.argv[2], title=sys.argv[3])' \
                 "$dst/curves.json" "$dst/curves.png" "$pair (in progress)" || exit 1
             echo "cpu_training: $dst: epoch $("$py" -c 'import json, sys; print(json.load(open(sys.argv[1]))[-1]["epoch"])' "$dst/curves.json")"

@@ -24,6 +24,7 @@ def repository_copy(tmp_path: Path) -> tuple[Path, dict[str, str]]:
     bin_dir.mkdir()
     (bin_dir / "python3").write_text(f'#!/bin/sh\nexec "{sys.executable}" "$@"\n')  # a symlink would lose the venv
     (bin_dir / "python3").chmod(0o755)
-    env = {**os.environ, "PATH": f"{bin_dir}:/usr/bin:/bin"}
+    env = {**os.environ, "PATH": f"{bin_dir}:/usr/bin:/bin", "GIT_AUTHOR_NAME": "test", "GIT_AUTHOR_EMAIL": "test@example.invalid",
+           "GIT_COMMITTER_NAME": "test", "GIT_COMMITTER_EMAIL": "test@example.invalid"}  # the scripts that commit (opflow/history.py)
     env.pop("PYTHONPATH", None)
     return repo, env

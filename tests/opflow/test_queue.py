@@ -212,7 +212,7 @@ def test_a_pair_in_progress_is_taken_only_with_its_checkpoint_here_and_within_wh
     assert "| b/m | in progress (90 of 100 epochs), its checkpoint is not here" in table(entries)
     (tmp_path / "published/c_m").mkdir()
     (tmp_path / "published/c_m/checkpoint.pt").write_bytes(b"x")  # the old way: a checkpoint among the tracked files
-    with pytest.raises(ConfigError, match=r"c_m/checkpoint.pt: a lease checkpoint in the tracked files; keep it beside git with `opflow queue --keep"):
+    with pytest.raises(ConfigError, match=r"c_m/checkpoint.pt: a lease checkpoint in the tracked files; keep it out of the tree with `opflow queue --keep"):
         derive(load_queue(write(tmp_path, text)), refs, tmp_path / "published", root=tmp_path)
 
 

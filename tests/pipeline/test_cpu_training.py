@@ -82,7 +82,7 @@ def test_nothing_running_and_bad_commands_are_named(tmp_path: Path) -> None:
     paused = run("pause", tmp_path)
     assert paused.returncode == 1 and "cpu_training: not running (nothing to pause)" in paused.stderr
     bad = run("restart", tmp_path)
-    assert bad.returncode == 2 and "usage: scripts/cpu_training.sh start|status|pause|resume|stop|snapshot, or aside -- COMMAND..." in bad.stderr
+    assert bad.returncode == 2 and "usage: scripts/cpu_training.sh start|status|pause|resume|stop|snapshot|keep, or aside -- COMMAND..." in bad.stderr
     status = run("status", tmp_path)
     assert status.returncode == 0 and status.stdout.startswith("cpu_training: not running")
 
@@ -208,3 +208,34 @@ mkdir -p "published/$pair" && cp published/darcy_gt/* "published/$pair/"  # a re
     assert [line.split()[-1] for line in calls.read_text().splitlines()] == ["results/darcy141_gt.json", "results/darcy211_gt.json"], log
     assert all("--configfile config/compile.yaml config/eval_every5.yaml --" in line for line in calls.read_text().splitlines())  # forced
     assert "every pair of the cpu: list is done or in progress on a GPU" in log
+
+
+def test_keep_puts_the_checkpoint_in_the_history_and_start_brings_it_back_on_a_new_machine(tmp_path: Path) -> None:
+    """A later session may find a new machine, its work tree laid anew from git: `keep` (at a session's end) commits the
+    run's checkpoint into the history and out of the tree again, and `start` restores it before it trains."""
+    import torch
+
+    from repo_copy import repository_copy
+
+    repo, env = repository_copy(tmp_path)
+    (repo / "config/queue.yaml").write_text('queue:\n  - {pair: darcy141/ft, gpu_minutes: 10, source: a test}\ncpu:\n  - {pair: darcy141/ft, note: a test}\n')
+    subprocess.run(["git", "commit", "-qam", "the test's queue"], cwd=repo, env=env, check=True)
+    ckpt = repo / "models/darcy141_ft/checkpoint.pt"
+    ckpt.parent.mkdir(parents=True)
+    torch.save({"epoch": 12}, ckpt)
+    kept = subprocess.run([str(repo / "scripts/cpu_training.sh"), "keep"], cwd=repo, env=env, capture_output=True, text=True, timeout=120)
+    assert kept.returncode == 0 and "kept models/darcy141_ft/checkpoint.pt in git's history" in kept.stdout, kept.stdout + kept.stderr
+    tracked = subprocess.run(["git", "ls-files", "models", "published/darcy141_ft"], cwd=repo, capture_output=True, text=True, check=True).stdout
+    assert tracked.split() == ["published/darcy141_ft/cpu_checkpoint.json"]
+    ckpt.unlink()  # a new machine
+    seen = tmp_path / "seen.txt"
+    fake = tmp_path / "fake_snakemake.sh"  # what the training finds when it starts
+    fake.write_text(f"#!/bin/bash\npython3 -c 'import torch; print(torch.load(\"{ckpt}\")[\"epoch\"])' > {seen}.tmp; mv {seen}.tmp {seen}\nexit 1\n")
+    fake.chmod(0o755)
+    e = {**env, "CPU_TRAINING_STATE": str(tmp_path / "state"), "CPU_TRAINING_SNAKEMAKE": str(fake), "CORES": "1"}
+    started = subprocess.run([str(repo / "scripts/cpu_training.sh"), "start"], cwd=repo, env=e, capture_output=True, text=True, timeout=120)
+    assert started.returncode == 0 and "restored models/darcy141_ft/checkpoint.pt from git's history" in started.stderr, started.stdout + started.stderr
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline and not seen.exists():
+        time.sleep(0.5)
+    assert seen.read_text().strip() == "12"

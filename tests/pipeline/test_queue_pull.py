@@ -36,10 +36,14 @@ def test_an_unfinished_pair_is_kept_with_its_checkpoint_and_a_page_of_where_it_s
     run = subprocess.run([str(repo / "scripts/queue_pull.sh"), str(tmp_path / "files_at")], cwd=repo, env=env, capture_output=True, text=True, timeout=300)
     assert run.returncode == 0, run.stdout + run.stderr
     folder = repo / "published" / pair
-    assert not (folder / "checkpoint.pt").exists()  # not among the tracked files: beside git, with a pointer
+    assert not (folder / "checkpoint.pt").exists()  # not among the tracked files: out of the tree, with a pointer
     assert (repo / ".lease-state" / pair / "checkpoint.pt").read_bytes() == b"not a real checkpoint"
     pointer = json.loads((folder / "checkpoint.json").read_text())
-    assert pointer == {"file": f".lease-state/{pair}/checkpoint.pt", "bytes": 21, "sha256": hashlib.sha256(b"not a real checkpoint").hexdigest(), "epochs_done": 3}
+    kept = subprocess.run(["git", "rev-parse", "HEAD~1"], cwd=repo, capture_output=True, text=True, check=True).stdout.strip()
+    assert pointer == {"file": f".lease-state/{pair}/checkpoint.pt", "bytes": 21, "sha256": hashlib.sha256(b"not a real checkpoint").hexdigest(), "epochs_done": 3,
+                       "git": f"{kept}:.lease-state/{pair}/checkpoint.pt"}  # and in git's history, for a later session on a new machine
+    blob = subprocess.run(["git", "cat-file", "blob", pointer["git"]], cwd=repo, capture_output=True, check=True).stdout
+    assert blob == b"not a real checkpoint"
     ignored = subprocess.run(["git", "check-ignore", "-q", f".lease-state/{pair}/checkpoint.pt"], cwd=repo)
     assert ignored.returncode == 0
     assert json.loads((folder / "curves.json").read_text())[-1]["epoch"] == 3
