@@ -350,33 +350,22 @@ def carried_data(entries: Sequence[QueueEntry], root: str | Path = ROOT,
     return written
 
 
-def cpu_state(entries: Sequence[QueueEntry], root: str | Path = ROOT, published: str | Path = DEFAULT_PUBLISHED,
-              config_files: Sequence[str | Path] = DEFAULT_CONFIG) -> tuple[Path, Path, list[tuple[str, Path]]] | None:
+def cpu_state(entries: Sequence[QueueEntry], root: str | Path = ROOT, published: str | Path = DEFAULT_PUBLISHED) -> tuple[Path, Path, list[tuple[str, Path]]] | None:
     """What of the CPU's run now (a derived queue's pair ``on the CPU``) a later session on a new machine needs, for
-    :func:`opflow.lease_state.save`: its record folder, its checkpoint ``models/<pair>/checkpoint.pt`` and the data it
-    reads where its entry names ``data`` (FEM: the subset of the variables its run reads, :func:`carried_data`'s file;
-    the file itself where it is that subset already). None when the CPU has no pair or its run no checkpoint yet."""
-    from opflow.config import load_config_files, resolve_run
-    from opflow.data.subset import is_current, subset_source, write_subset
-
+    :func:`opflow.lease_state.save`: its record folder, its checkpoint ``models/<pair>/checkpoint.pt`` and, where its
+    entry names ``data`` (FEM: no other machine makes it), that file as the run reads it. Exactly that file: a checkpoint
+    resumes only on the data it was trained on (its training-split digest), and a subset's is its own
+    (:mod:`opflow.data.subset`). So a FEM pair should train on its subset from its first epoch (docs/usage.md): 11.6 MB
+    kept instead of 40.5 MB, and a lease, which carries the subset, can take the run over. None when the CPU has no
+    pair or its run no checkpoint yet."""
     root = Path(root)
     e = next((e for e in entries if e.state == "on the CPU"), None)
     checkpoint = root / "models" / (e.folder if e else "") / "checkpoint.pt"
     if e is None or not checkpoint.is_file():
         return None
-    data: list[tuple[str, Path]] = []
-    if e.data:
-        src = root / e.data
-        if not src.is_file():
-            raise ConfigError(f"{src}: the data the CPU's run {e.pair} reads is not here")
-        if subset_source(src) is None:  # the whole file: keep the subset of what the queue's pairs read of it
-            runs = [resolve_run(load_config_files([str(f) for f in config_files]), x.dataset, x.model, e.data) for x in entries if x.data == e.data]
-            dst = lease_state.carried_data(root, e.data)
-            if not is_current(src, dst, runs):
-                write_subset(src, dst, runs)
-            src = dst
-        data.append((e.data, src))
-    return Path(published) / e.folder, checkpoint, data
+    if e.data and not (root / e.data).is_file():
+        raise ConfigError(f"{root / e.data}: the data the CPU's run {e.pair} reads is not here")
+    return Path(published) / e.folder, checkpoint, [(e.data, root / e.data)] if e.data else []
 
 
 def protocol_epochs(config_files: Sequence[str | Path], pairs: Sequence[QueueEntry]) -> dict[str, int]:
@@ -499,7 +488,7 @@ def _run(a: argparse.Namespace) -> int:
     entries = load_queue(a.queue)
     entries = derive(entries, load_reference(a.reference or DEFAULT_REFERENCE), a.published, protocol_epochs(a.config, entries))
     if a.save_state:
-        kept = lease_state.save(ROOT, a.published, cpu_state(entries, ROOT, a.published, a.config))
+        kept = lease_state.save(ROOT, a.published, cpu_state(entries, ROOT, a.published))
         print(f"queue: kept {', '.join(kept)} in git's history (two commits)" if kept else "queue: everything is kept in git's history already")
         return 0
     if a.cpu_targets or a.cpu_note:

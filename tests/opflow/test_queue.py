@@ -12,7 +12,7 @@ import pytest
 from opflow import lease_state
 from opflow.cli import main
 from opflow.data.errors import ConfigError
-from opflow.queue import DEFAULT_QUEUE, carry_plan, derive, load_queue, next_pairs, protocol_epochs, standing, table
+from opflow.queue import DEFAULT_QUEUE, carry_plan, cpu_state, derive, load_queue, next_pairs, protocol_epochs, standing, table
 from opflow.reference import load_reference
 
 
@@ -307,3 +307,22 @@ def test_carried_data_is_placed_in_data_but_never_over_a_whole_file_there(tmp_pa
     assert (tmp_path / "data/fem2/deep/b.nc").read_bytes() == b and (tmp_path / "data/old/c.nc").read_bytes() == c
     assert lease_state.place_data(tmp_path) == ([], ["data/fem/all.nc", "data/fem2/deep/b.nc", "data/old/c.nc"])  # again: nothing copied
     assert lease_state.place_data(tmp_path / "elsewhere") == ([], [])  # nothing carried: nothing to do
+
+
+def test_what_a_later_session_needs_of_the_cpu_run_is_its_checkpoint_and_the_data_file_it_reads_as_it_is(tmp_path):
+    """opflow queue --save-state keeps the CPU run's checkpoint and, for a FEM pair, the very file it trains on (a
+    checkpoint resumes only on its own data: a subset cut again would be another file)."""
+    text = "queue:\n  - {pair: f/m, gpu_minutes: 1, source: x, data: data/fem/all.nc}\n  - {pair: g/m, gpu_minutes: 1, source: x}\ncpu:\n  - {pair: f/m, note: now}\n"
+
+    def entries():
+        return derive(load_queue(write(tmp_path, text)), [], tmp_path / "published", {}, tmp_path / "models", root=tmp_path)
+
+    assert cpu_state(entries(), tmp_path, tmp_path / "published") is None  # no checkpoint yet: nothing to keep
+    (tmp_path / "models/f_m").mkdir(parents=True)
+    (tmp_path / "models/f_m/checkpoint.pt").write_bytes(b"c")
+    with pytest.raises(ConfigError, match=r"data/fem/all.nc: the data the CPU's run f/m reads is not here"):
+        cpu_state(entries(), tmp_path, tmp_path / "published")
+    (tmp_path / "data/fem").mkdir(parents=True)
+    (tmp_path / "data/fem/all.nc").write_bytes(b"d")
+    assert cpu_state(entries(), tmp_path, tmp_path / "published") == (
+        tmp_path / "published/f_m", tmp_path / "models/f_m/checkpoint.pt", [("data/fem/all.nc", tmp_path / "data/fem/all.nc")])
