@@ -190,3 +190,44 @@ def test_history_records_the_command_as_typed(tmp_path: Path) -> None:
     subprocess.run([sys.executable, *cmd], check=True, capture_output=True)
     (line,) = read_dataset(out).attrs["history"].splitlines()
     assert line.split(": ", 1)[1] == f"python -m solvers shard --solver lorenz63 --params '{{\"T\": 0.1}}' --seed 0 --start 0 --stop 2 --no-progress {out}"
+
+
+#: what differs between the machines a run may resume on: numpy's SIMD dispatch (down to its X86_V2 baseline) and
+#: OpenBLAS's kernels (this workplace sets OPENBLAS_CORETYPE=Haswell on some processors; a machine that does not lets
+#: OpenBLAS choose)
+MACHINES = {
+    "this machine": {},
+    "numpy baseline, OpenBLAS Nehalem": {"NPY_DISABLE_CPU_FEATURES": "X86_V3 X86_V4 AVX512_ICL AVX512_SPR", "OPENBLAS_CORETYPE": "Nehalem"},
+    "OpenBLAS's own choice": {"OPENBLAS_CORETYPE": None, "OPENBLAS_L2_SIZE": None},
+}
+
+
+@pytest.mark.parametrize("source, n", [("darcy_piecewise", 2), ("darcy_lognormal64", 2), ("burgers", 2), ("lorenz63", 10)])
+def test_grid_data_is_the_same_bit_for_bit_whatever_the_machines_instruction_set(tmp_path, source, n):
+    """A checkpoint resumes only on data with its training-split digest, and the grid data are made anew on each
+    machine (the GPU leases make theirs): the first samples of the paper profile's grid sources, made under each CPU
+    dispatch of ``MACHINES``, are identical bit for bit. (The FEM elasticity source is not: its coordinates moved by
+    an ulp with OpenBLAS's Nehalem kernels, on 2026-11-27, which is why a CPU run keeps that file in git's history,
+    opflow/lease_state.py.)"""
+    import json
+    import os
+    import subprocess
+    import sys
+
+    import yaml
+
+    root = Path(__file__).resolve().parents[2]
+    src = yaml.safe_load((root / "config/default.yaml").read_text())["sources"][source]
+    made = {}
+    for name, env in MACHINES.items():
+        e = {k: v for k, v in {**os.environ, **env}.items() if v is not None}
+        out = tmp_path / f"{len(made)}.nc"
+        subprocess.run([sys.executable, "-m", "solvers", "shard", "--solver", src["solver"], "--params", json.dumps(src.get("params", {})),
+                        "--seed", str(src["seed"]), "--start", "0", "--stop", str(n), "--threads", "1", "--no-progress", str(out)],
+                       cwd=root, env=e, check=True, capture_output=True, timeout=300)
+        made[name] = read_dataset(out).variables
+    first, *others = made
+    for name in others:
+        assert list(made[name]) == list(made[first])
+        differing = [v for v in made[first] if made[first][v].data.tobytes() != made[name][v].data.tobytes()]
+        assert differing == [], f"{source}: {name} made other bits in {differing}"
