@@ -104,6 +104,13 @@ case "$1" in
             for k in "models/$(basename "$t" .json)"/checkpoint.discarded-*.pt; do  # set aside by a changed run (train.log says why)
                 if [[ -e "$k" ]]; then echo "  kept aside: $k, a checkpoint of the run before a change of its settings or data (train.log says which)"; fi
             done
+            pointer="published/$(basename "$t" .json)/cpu_checkpoint.json"  # what a new machine would resume from
+            if [[ -f "$pointer" ]]; then
+                read -r epoch commit < <("$py" -c 'import json, sys; p = json.load(open(sys.argv[1])); print(p["epochs_done"], p["git"][:7])' "$pointer")
+                echo "  in git's history: its checkpoint of epoch $epoch (commit $commit); 'keep' at the session's end keeps the newer one"
+            else
+                echo "  not in git's history yet: run 'scripts/cpu_training.sh keep' before the session ends (a new machine would start it from scratch)"
+            fi
         done
         ;;
     keep) "$py" -m opflow.cli queue --save-state ;;

@@ -151,6 +151,7 @@ def test_snapshot_writes_where_the_run_stands_and_publishes_it_once_finished(tmp
         f"  2026-11-27T05:00:00+00:00 INFO {pair} epoch 5/100  train rel_l2 1  test rel L2 1  lr 1  900.0s",
         f"  kept aside: models/{pair}/checkpoint.discarded-2026-11-27T101120Z.pt, a checkpoint of the run before a change of its settings or data"
         " (train.log says which)",
+        "  not in git's history yet: run 'scripts/cpu_training.sh keep' before the session ends (a new machine would start it from scratch)",
     ]
 
     dataset, model = "darcy141", "gt"
@@ -223,8 +224,13 @@ def test_keep_puts_the_checkpoint_in_the_history_and_start_brings_it_back_on_a_n
     ckpt = repo / "models/darcy141_ft/checkpoint.pt"
     ckpt.parent.mkdir(parents=True)
     torch.save({"epoch": 12}, ckpt)
+    status = {**env, "CPU_TRAINING_STATE": str(tmp_path / "state")}
+    before = subprocess.run([str(repo / "scripts/cpu_training.sh"), "status"], cwd=repo, env=status, capture_output=True, text=True, timeout=120)
+    assert "not in git's history yet: run 'scripts/cpu_training.sh keep' before the session ends" in before.stdout
     kept = subprocess.run([str(repo / "scripts/cpu_training.sh"), "keep"], cwd=repo, env=env, capture_output=True, text=True, timeout=120)
     assert kept.returncode == 0 and "kept models/darcy141_ft/checkpoint.pt in git's history" in kept.stdout, kept.stdout + kept.stderr
+    after = subprocess.run([str(repo / "scripts/cpu_training.sh"), "status"], cwd=repo, env=status, capture_output=True, text=True, timeout=120)
+    assert "  in git's history: its checkpoint of epoch 12 (commit " in after.stdout, after.stdout + after.stderr
     tracked = subprocess.run(["git", "ls-files", "models", "published/darcy141_ft"], cwd=repo, capture_output=True, text=True, check=True).stdout
     assert tracked.split() == ["published/darcy141_ft/cpu_checkpoint.json"]
     ckpt.unlink()  # a new machine
