@@ -444,7 +444,8 @@ def measure_steps(
     """Wall time of one training step (:class:`opflow.train_step.TrainStep` of the real Trainer, the
     batch fetched as the epoch fetches it) and, on CUDA, the GPU's kernel time per step from
     ``torch.profiler``: ``warmup`` steps, then ``repeats`` timings of ``steps`` steps back to back (a
-    synchronise before and after each timing; the median per step), then ``steps`` profiled steps."""
+    synchronise before and after each timing; the median per step), then ``steps`` profiled steps (their
+    operations with the most time: :func:`top_kernels`, on a CPU the ATen operations)."""
     import torch
 
     from opflow.config import TrainConfig
@@ -493,16 +494,18 @@ def measure_steps(
                 trainer.step(to_device(next(it), dev))
             sync()
             walls.append((time.perf_counter() - t0) / steps)
-        kernel, kernels_top = None, None
-        if dev.type == "cuda":
-            from torch.profiler import ProfilerActivity, profile
+        from torch.profiler import ProfilerActivity, profile
 
-            with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
-                for _ in range(steps):
-                    trainer.step(to_device(next(it), dev))
-                sync()
+        kernel = None
+        activities = [ProfilerActivity.CPU, ProfilerActivity.CUDA] if dev.type == "cuda" else [ProfilerActivity.CPU]
+        with profile(activities=activities) as prof:
+            for _ in range(steps):
+                trainer.step(to_device(next(it), dev))
+            sync()
+        if dev.type == "cuda":
             kernel = kernel_seconds(prof) / steps
-            kernels_top = top_kernels(prof, steps)
+        # on CUDA the kernels, on a CPU the ATen operations with the most own time per step
+        kernels_top = top_kernels(prof, steps, device="cuda" if dev.type == "cuda" else "cpu")
         # the host's work in an eager step: ATen operations dispatched (a captured step replays its graph: none)
         ops = None if trainer.use_compile else count_aten_ops(trainer.step, to_device(next(it), dev))
     wall = statistics.median(walls)

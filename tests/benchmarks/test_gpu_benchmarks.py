@@ -189,7 +189,8 @@ def test_train_speed_steps_time_single_steps_of_each_pair_and_record_the_kernel_
     assert pair["paper_train"] == 1000 and pair["steps_per_paper_epoch"] == 250
     assert pair["model_config"]["width"] == 96 and pair["model_config"]["n_layers"] == 4  # the paper configuration
     fp32 = pair["variants"]["fp32"]
-    assert len(fp32["step_wall_all_s"]) == 2 and fp32["step_wall_s"] > 0 and fp32["step_kernel_s"] is None and fp32["gpu_bound"] is None and fp32["top_kernels"] is None
+    assert len(fp32["step_wall_all_s"]) == 2 and fp32["step_wall_s"] > 0 and fp32["step_kernel_s"] is None and fp32["gpu_bound"] is None
+    assert any(k["name"] in ("aten::mm", "aten::addmm") for k in fp32["top_kernels"])  # on a CPU its ATen operations with the most time
     assert fp32["paper_epoch_train_s_estimate"] == pytest.approx(250 * fp32["step_wall_s"])
     assert fp32["aten_ops_per_step"] > 1000  # 4 GNOT blocks forward and backward, and AdamW over its parameters
     assert "CUDA" in r["skipped"]["elasticity972/gnot bf16+graphs"]
