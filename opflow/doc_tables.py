@@ -136,14 +136,15 @@ def reproduction_records(repo: Path = REPO) -> str:
 
 
 def train_step_gpu(repo: Path = REPO) -> str:
-    """The training step's wall time against the GPU's kernel time, every ``train_speed_steps_*.json``."""
+    """The training step's wall time against the GPU's kernel time, every ``train_speed_steps_*.json`` measured on a GPU
+    (a CPU's, which has no kernel time, is a record of its own: docs/costs.md)."""
     import importlib
 
     if str(repo) not in sys.path:
         sys.path.insert(0, str(repo))
     mod = importlib.import_module("benchmarks.train_speed")
     files = sorted((repo / "benchmarks" / "results").glob("train_speed_steps_*.json"))
-    return mod.steps_table([json.loads(p.read_text()) for p in files])
+    return mod.steps_table([r for r in (json.loads(p.read_text()) for p in files) if str(r.get("device", "")).startswith("cuda")])
 
 
 def _bench(repo: Path, module: str, fn: str, result: str) -> str:

@@ -101,3 +101,15 @@ def test_a_run_in_progress_shows_where_it_stands_from_the_files_beside_its_page(
     (folder / "curves.json").unlink()
     with pytest.raises(DocsError, match=r"published/pair/README.md: the block 'run-progress' reads curves.json and train.log beside the page"):
         stale(tmp_path)
+
+
+def test_the_gpu_step_table_holds_only_the_step_measurements_made_on_a_gpu(tmp_path):
+    """A CPU's step measurement (no kernel time: its record is docs/costs.md's) stays out of the wall / kernel table."""
+    from opflow.doc_tables import train_step_gpu
+
+    results = tmp_path / "benchmarks" / "results"
+    results.mkdir(parents=True)
+    for name in ("train_speed_steps_ono_h200.json", "train_speed_steps_gnot_official_cpu.json"):
+        shutil.copy(REPO / "benchmarks" / "results" / name, results / name)
+    table = train_step_gpu(tmp_path)
+    assert "| darcy/ono | fp32 |" in table and "gnot_official" not in table and "None" not in table
