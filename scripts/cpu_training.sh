@@ -10,8 +10,8 @@
 #
 # Usage (repository root, with the project's .venv):
 #   scripts/cpu_training.sh start    start it, or resume it from its checkpoint; refuses while it runs. On a new machine
-#                                    it first brings back from git's history what `keep` kept there (`opflow queue
-#                                    --restore-state`). A Snakemake lock left by a killed run is removed when no
+#                                    it first makes .venv (scripts/bootstrap.sh) and brings back from git's history what
+#                                    `keep` kept there (`opflow queue --restore-state`). A Snakemake lock left by a killed run is removed when no
 #                                    Snakemake process runs on this machine
 #   scripts/cpu_training.sh keep     at a session's end: keep its checkpoint as it is now, and the data it reads, in git's
 #                                    history (`opflow queue --save-state`: two commits, the files out of the tree again;
@@ -71,6 +71,10 @@ case "$1" in
         if [[ -n "${CPU_TRAINING_COMMAND:-}" ]]; then  # the tests' stand-in for the training: a shell command
             cmd=(bash -c "$CPU_TRAINING_COMMAND"); what="'$CPU_TRAINING_COMMAND'"
         else
+            if [[ -z "${CPU_TRAINING_SNAKEMAKE:-}" ]]; then  # a new machine has no .venv: make it (at once when it is there)
+                "$root/scripts/bootstrap.sh" || exit 2
+                py="$root/.venv/bin/python"
+            fi
             "$py" -m opflow.cli queue --restore-state || exit 2  # a new machine: the checkpoint and data from git's history
             t="$(targets)" || exit 2
             [[ -n "$t" ]] || { echo "cpu_training: every pair of the cpu: list of config/queue.yaml is done or in progress on a GPU; add the next one there" >&2; exit 2; }
