@@ -29,8 +29,9 @@ already there).
 None of these files is in the tree, and a session's work tree is laid anew from git when its machine is new: so each
 is also kept in the repository's *history* (:mod:`opflow.history`: committed once, then taken out of the tree by the
 next commit). The pointer's ``git`` names where (``<commit>:<path>``), and :func:`restore` brings it back on a new
-machine. The CPU's own background training (``scripts/cpu_training.sh``) keeps its checkpoint and the subset of the
-FEM data it reads the same way, under a pointer of its own, :data:`CPU_POINTER` (the lease pointer would mark the pair
+machine. The CPU's own background training (``scripts/cpu_training.sh``) keeps its checkpoint and, for a FEM pair,
+the data file it reads (as it is: the run should read the subset, :func:`opflow.queue.cpu_state`) the same way, under a
+pointer of its own, :data:`CPU_POINTER` (the lease pointer would mark the pair
 as in progress on a GPU): ``opflow queue --save-state`` at a session's end, ``opflow queue --restore-state`` at the
 next one's start (``scripts/cpu_training.sh keep`` and ``start``).
 """
