@@ -5,14 +5,14 @@
 # --cpu-targets` prints its target). Snakemake trains and evaluates it on every core, `snapshot` publishes it, and the
 # next pair of the list follows in the same background run. The trainer keeps a checkpoint after each epoch, so `start`
 # in a later session (after the machine stopped everything) goes on from the last finished epoch. A later session may
-# find a new machine, its work tree laid anew from git: so `keep`, at a session's end, keeps the checkpoint (and the
-# subset of the FEM data the run reads) in git's history, and `start` brings them back where they are not here.
+# find a new machine, its work tree laid anew from git: so `keep`, at a session's end, keeps the checkpoint (and, for a
+# FEM pair, the data file the run reads) in git's history, and `start` brings them back where they are not here.
 #
 # Usage (repository root, with the project's .venv):
 #   scripts/cpu_training.sh start    start it, or resume it from its checkpoint; refuses while it runs. On a new machine
 #                                    it first makes .venv (scripts/bootstrap.sh) and brings back from git's history what
-#                                    `keep` kept there (`opflow queue --restore-state`). A Snakemake lock left by a killed run is removed when no
-#                                    Snakemake process runs on this machine
+#                                    `keep` kept there (`opflow queue --restore-state`). A Snakemake lock left by a
+#                                    killed run is removed when no Snakemake process runs on this machine
 #   scripts/cpu_training.sh keep     at a session's end: keep its checkpoint as it is now, and the data it reads, in git's
 #                                    history (`opflow queue --save-state`: two commits, the files out of the tree again;
 #                                    nothing else may be staged). The training goes on meanwhile
