@@ -8,26 +8,16 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from git_helpers import git
+from git_helpers import new_repo as make_repo
 
 from opflow import history
 from opflow.data.errors import ConfigError
 
 
-def git(repo: Path, *args: str) -> str:
-    return subprocess.run(["git", *args], cwd=repo, capture_output=True, text=True, check=True).stdout.strip()
-
-
 def new_repo(path: Path) -> Path:
     """A repository with one commit and the project's way of ignoring run outputs."""
-    path.mkdir()
-    git(path, "init", "-q", "-b", "main")
-    git(path, "config", "user.name", "test")
-    git(path, "config", "user.email", "test@example.invalid")
-    (path / ".gitignore").write_text("/models\n")
-    (path / "README.md").write_text("a project\n")
-    git(path, "add", ".")
-    git(path, "commit", "-q", "-m", "start")
-    return path
+    return make_repo(path, "/models\n", {"README.md": "a project\n"})
 
 
 def test_a_file_is_committed_once_then_out_of_the_tree_and_comes_back_from_its_commit(tmp_path):

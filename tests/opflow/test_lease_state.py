@@ -9,27 +9,15 @@ import subprocess
 from pathlib import Path
 
 import torch
+from git_helpers import git, new_repo
 
 from opflow import lease_state
 from opflow.records import file_sha256
 
 
-def git(repo: Path, *args: str) -> str:
-    return subprocess.run(["git", *args], cwd=repo, capture_output=True, text=True, check=True).stdout.strip()
-
-
 def project(path: Path) -> Path:
     """A repository laid out as this one: published/ tracked, the run outputs ignored."""
-    path.mkdir()
-    git(path, "init", "-q", "-b", "main")
-    git(path, "config", "user.name", "test")
-    git(path, "config", "user.email", "test@example.invalid")
-    (path / ".gitignore").write_text("/models\n/data\n/.lease-state\n")
-    (path / "published" / "f_m").mkdir(parents=True)
-    (path / "published" / "f_m" / "curves.json").write_text("[]")
-    git(path, "add", ".")
-    git(path, "commit", "-q", "-m", "start")
-    return path
+    return new_repo(path, "/models\n/data\n/.lease-state\n", {"published/f_m/curves.json": "[]"})
 
 
 def checkpoint(path: Path, epoch: int) -> Path:
