@@ -81,12 +81,4 @@ def restore(root: str | os.PathLike[str], spec: str, dst: str | os.PathLike[str]
         Path(tmp).write_bytes(data)
 
 
-def blob_sha256(root: str | os.PathLike[str], spec: str) -> str | None:
-    """The SHA-256 of the blob ``spec`` of the history, or None where the history lacks it."""
-    try:
-        return hashlib.sha256(_git(root, "cat-file", "blob", spec, text=False)).hexdigest()
-    except ConfigError:
-        return None
-
-
-__all__ = ["blob_sha256", "keep", "restore"]
+__all__ = ["keep", "restore"]

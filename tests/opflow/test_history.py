@@ -49,7 +49,6 @@ def test_a_file_is_committed_once_then_out_of_the_tree_and_comes_back_from_its_c
     assert not dst.exists()
     history.restore(clone, f"{commit}:models/p/checkpoint.pt", dst, hashlib.sha256(b"weights at epoch 3").hexdigest())
     assert dst.read_bytes() == b"weights at epoch 3"
-    assert history.blob_sha256(clone, f"{commit}:models/p/checkpoint.pt") == hashlib.sha256(b"weights at epoch 3").hexdigest()
     with pytest.raises(ConfigError, match="SHA-256 .* not the 000000000000... its pointer names"):
         history.restore(clone, f"{commit}:models/p/checkpoint.pt", tmp_path / "x.pt", "0" * 64)
     assert not (tmp_path / "x.pt").exists()
@@ -71,4 +70,3 @@ def test_nothing_else_staged_goes_into_the_commits_and_a_shallow_clone_is_named(
     subprocess.run(["git", "clone", "-q", "--depth", "1", f"file://{repo}", str(shallow)], check=True)
     with pytest.raises(ConfigError, match=r"is not in this clone's history .*git fetch --unshallow"):
         history.restore(shallow, f"{commit}:models/c.pt", shallow / "models/c.pt", hashlib.sha256(b"c").hexdigest())
-    assert history.blob_sha256(shallow, f"{commit}:models/c.pt") is None
