@@ -57,7 +57,7 @@ def expected_status(key: str, dataset: str, model: str) -> str:
         return "better" if entry["ratio"] < 1 - TOLERANCE else "worse" if entry["ratio"] > 1 + TOLERANCE else "reproduced"
     if f"{dataset}/{model}" in (yaml.safe_load((PUBLISHED / "diverged.yaml").read_text()) or {}):
         return "diverged"
-    if (PUBLISHED / f"{dataset}_{model}").is_dir():
+    if (PUBLISHED / f"{dataset}_{model}" / "curves.json").is_file():  # curves, no record: a run in progress
         return "unfinished"
     config = load_config_files([str(DEFAULT_PAPER_CONFIG)])
     if dataset not in config["datasets"]:
