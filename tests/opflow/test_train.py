@@ -339,7 +339,7 @@ def test_the_default_divergence_rule_stops_the_two_collapsed_runs_and_none_of_th
     for path in converged:
         losses = _train_losses(path)
         assert all(diverged_since(losses[:k], **rule) is None for k in range(1, len(losses) + 1)), path
-        spiked += max(losses[i] / min(losses[:i]) for i in range(1, len(losses))) > 100
+        spiked += max((losses[i] / min(losses[:i]) for i in range(1, len(losses))), default=0.0) > 100  # a run in progress may have one epoch
     assert spiked >= 4  # the rule is not passed for want of spikes
     seed1 = _train_losses(diag / "burgers2048_ft1d_seed1_curves.json")
     assert any(diverged_since(seed1[:k], factor=10, patience=2) for k in range(1, len(seed1) + 1))  # why the patience is 3, not 2
