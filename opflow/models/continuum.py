@@ -66,7 +66,7 @@ from opflow.data.errors import ConfigError
 
 from .base import OperatorModel, register
 from .fno import as_modes
-from .layers import FeedForward, SpectralConv
+from .layers import Dropout, FeedForward, SpectralConv
 from .layers.attention import softmax_attention
 from .transformer import check_batch, grid_of, require_full_grid
 
@@ -165,7 +165,7 @@ class PatchAttention(nn.Module):
         else:
             self.q, self.k, self.v = (PatchSpectralConv(width, width, qkv_modes) for _ in range(3))
         self.out = nn.Linear(width, width)
-        self.drop = nn.Dropout(dropout)
+        self.drop = Dropout(dropout)
 
     def _tokens(self, t: Tensor) -> Tensor:
         """``(B, P, p..., H d_K)`` -> ``(B, H, P, prod(p) d_K)``: one token per patch and head."""
@@ -189,7 +189,7 @@ class PatchEncoderLayer(nn.Module):
         self.attn = PatchAttention(width, n_heads, qkv_modes, dropout)
         self.norm_attn = nn.LayerNorm(width)
         self.ffn = FeedForward(width, ffn_dim / width, act=act)
-        self.drop = nn.Dropout(dropout)
+        self.drop = Dropout(dropout)
         self.norm_ffn = nn.LayerNorm(width)
 
     def forward(self, x: Tensor, cell: Tensor) -> Tensor:

@@ -82,7 +82,7 @@ from opflow.data.errors import ConfigError
 from opflow.hostsync import checks_on
 
 from .base import OperatorModel, register
-from .layers import FeedForward, MultiHeadAttention, SpectralConv, activation
+from .layers import Dropout, FeedForward, MultiHeadAttention, SpectralConv, activation
 from .transformer import check_batch, is_self_query
 
 
@@ -111,7 +111,7 @@ class ConvBlock(nn.Sequential):
     """``conv3x3 (no bias, padding 1) -> dropout -> act``: the convolution block of the samplers."""
 
     def __init__(self, c_in: int, c_out: int, act: str, dropout: float) -> None:
-        super().__init__(nn.Conv2d(c_in, c_out, 3, padding=1, bias=False), nn.Dropout(dropout), activation(act))
+        super().__init__(nn.Conv2d(c_in, c_out, 3, padding=1, bias=False), Dropout(dropout), activation(act))
 
 
 class CnnDownsampler(nn.Module):
@@ -170,7 +170,7 @@ class SpectralDecoder(nn.Module):
         self.spectral = nn.ModuleList(SpectralConv(a, b, [modes] * coord_dim) for a, b in zip(dims[:-1], dims[1:]))
         self.bypass = nn.ModuleList(nn.Linear(a, b) for a, b in zip(dims[:-1], dims[1:]))
         self.act = activation(act)
-        self.dropout = nn.Dropout(dropout)
+        self.dropout = Dropout(dropout)
         self.proj = nn.Sequential(nn.Linear(width, proj_width), activation(act), nn.Linear(proj_width, out_dim))
 
     def forward(self, h: Tensor, x: Tensor) -> Tensor:
@@ -191,7 +191,7 @@ class PointwiseDecoder(nn.Module):
         dims = [width if coords else in_dim] + [width] * n_layers
         layers: list[nn.Module] = []
         for a, b in zip(dims[:-1], dims[1:]):
-            layers += [nn.Linear(a, b), activation(act), nn.Dropout(dropout)]
+            layers += [nn.Linear(a, b), activation(act), Dropout(dropout)]
         self.ff = nn.Sequential(*layers)
         self.out = nn.Linear(width, out_dim)
 

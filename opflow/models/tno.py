@@ -118,7 +118,7 @@ from opflow.hostsync import checks_on
 
 from .base import OperatorModel, register
 from .hparams import GlobalsMode, TnoQuadrature, literal_values
-from .layers import FeedForward, MultiHeadAttention, nearest_features
+from .layers import Dropout, FeedForward, MultiHeadAttention, nearest_features
 from .transformer import check_batch, is_self_query
 
 QUADRATURES = tuple(literal_values(TnoQuadrature))
@@ -248,7 +248,7 @@ class PostLNEncoderLayer(nn.Module):
         self.attn = MultiHeadAttention(width, n_heads, "softmax", dropout=dropout)
         self.norm_attn = nn.LayerNorm(width)
         self.ffn = FeedForward(width, ffn_dim / width, act=act)
-        self.drop = nn.Dropout(dropout)
+        self.drop = Dropout(dropout)
         self.norm_ffn = nn.LayerNorm(width)
 
     def forward(

@@ -1,5 +1,6 @@
-"""Layers shared by the operator models: the attention kernel library, point-wise MLP blocks
-and the FNO spectral convolution (:class:`SpectralConv`, :mod:`opflow.models.layers.spectral`).
+"""Layers shared by the operator models: the attention kernel library, point-wise MLP blocks,
+dropout whose mask is cheap on the CPU (:class:`Dropout`) and the FNO spectral convolution
+(:class:`SpectralConv`, :mod:`opflow.models.layers.spectral`).
 
 Models select an attention kernel by name (``KERNELS``) through :class:`MultiHeadAttention` or the
 pre-LN :class:`TransformerBlock`; see :mod:`opflow.models.layers.attention` for the formulas.
@@ -12,11 +13,13 @@ from .attention import (
     check_kernel,
     nearest_features,
 )
+from .dropout import Dropout
 from .mlp import ACTIVATIONS, MLP, FeedForward, activation
 from .spectral import SpectralConv
 
 __all__ = [
     "ACTIVATIONS",
+    "Dropout",
     "KERNELS",
     "MLP",
     "FeedForward",

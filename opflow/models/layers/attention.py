@@ -76,6 +76,7 @@ from torch import Tensor, nn
 from opflow.data.errors import ConfigError
 
 from ..hparams import HEAD_NORMS, KERNELS
+from .dropout import Dropout
 from .mlp import FeedForward
 
 # KERNELS (name -> formula) is defined with the other enumerations in opflow.models.hparams
@@ -514,7 +515,7 @@ class MultiHeadAttention(nn.Module):
         self.to_q = nn.Linear(dim, inner, bias=bias)
         self.to_kv = nn.Linear(context_dim or dim, 2 * inner, bias=bias)
         self.to_out = nn.Linear(n_heads * (head_dim + pos_dim), dim)
-        self.dropout = nn.Dropout(dropout)
+        self.dropout = Dropout(dropout)
         if head_norm not in HEAD_NORMS:
             raise ConfigError(f"unknown head_norm {head_norm!r}; allowed: {list(HEAD_NORMS)}")
         auto = {"galerkin": "kv", "fourier": "qk"}.get(kernel, "none")

@@ -10,6 +10,8 @@ from torch import nn
 
 from opflow.data.errors import ConfigError
 
+from .dropout import Dropout
+
 ACTIVATIONS: dict[str, type[nn.Module]] = {
     "gelu": nn.GELU,
     "relu": nn.ReLU,
@@ -51,7 +53,7 @@ class MLP(nn.Sequential):
         for a, b in zip(dims[:-1], dims[1:]):
             layers += [nn.Linear(a, b), activation(act)]
             if dropout > 0:
-                layers.append(nn.Dropout(dropout))
+                layers.append(Dropout(dropout))
         layers.append(nn.Linear(dims[-1], out_dim))
         super().__init__(*layers)
 
