@@ -40,16 +40,21 @@ SIZES = tuple(1 << k for k in (18, 20, 21, 23))
 P = 0.05
 
 
-def _alternate(fn_of: dict[bool, Any], rounds: int) -> dict[bool, list[float]]:
-    """Seconds per call of ``fn_of[setting]()`` for each setting of ``CPU_MASK``, alternating ``rounds`` times."""
+def _set_mask(setting: bool) -> None:
     from opflow.models.layers import dropout as D
 
+    D.CPU_MASK = setting
+
+
+def alternate(fn: Any, switch: Any, rounds: int) -> dict[bool, list[float]]:
+    """Seconds per call of ``fn()`` after ``switch(False)`` and after ``switch(True)``, alternating ``rounds`` times
+    (``switch(True)`` is left in force)."""
     out: dict[bool, list[float]] = {False: [], True: []}
     for _ in range(rounds):
         for setting in (False, True):
-            D.CPU_MASK = setting
-            out[setting].append(fn_of[setting]())
-    D.CPU_MASK = True
+            switch(setting)
+            out[setting].append(fn())
+    switch(True)
     return out
 
 
@@ -70,7 +75,7 @@ def op_times(sizes: tuple[int, ...], rounds: int, calls: int) -> list[dict[str, 
             return (time.perf_counter() - t0) / calls
 
         timed()  # warm-up
-        t = _alternate({False: timed, True: timed}, rounds)
+        t = alternate(timed, _set_mask, rounds)
         torch_s, ours_s = statistics.median(t[False]), statistics.median(t[True])
         rows.append({"entries": n, "torch_ms": 1e3 * torch_s, "opflow_ms": 1e3 * ours_s, "ratio": torch_s / ours_s,
                      "torch_ns_per_entry": 1e9 * torch_s / n, "opflow_ns_per_entry": 1e9 * ours_s / n,
@@ -79,7 +84,11 @@ def op_times(sizes: tuple[int, ...], rounds: int, calls: int) -> list[dict[str, 
     return rows
 
 
-def step_times(config: dict[str, Any], pairs: tuple[str, ...], rounds: int, steps: int, warmup: int) -> dict[str, Any]:
+def step_times(
+    config: dict[str, Any], pairs: tuple[str, ...], rounds: int, steps: int, warmup: int, switch: Any = None, labels: tuple[str, str] = ("torch", "opflow"),
+) -> dict[str, Any]:
+    """Per pair, the trainer's step with ``switch(trainer, False)`` against ``switch(trainer, True)`` (default: torch's
+    dropout mask against opflow's), alternated ``rounds`` times; ``labels`` name the two settings in the result."""
     import torch
 
     from benchmarks.train_speed import step_pair_run, step_shape
@@ -88,13 +97,15 @@ def step_times(config: dict[str, Any], pairs: tuple[str, ...], rounds: int, step
     from opflow.runtime import DistInfo
     from opflow.train import Trainer, to_device
 
+    switch = switch or (lambda trainer, setting: _set_mask(setting))
+    off, on = labels
     out: dict[str, Any] = {}
     dev = torch.device("cpu")
     for pair in pairs:
         shape = step_shape(pair)
         if shape is None:
-            raise SystemExit(f"benchmarks.dropout: no synthetic shape for {pair!r}; add its dataset to STEP_SHAPES in benchmarks/train_speed.py")
-        with tempfile.TemporaryDirectory(prefix="opflow-dropout-") as tmp:
+            raise SystemExit(f"benchmarks: no synthetic shape for {pair!r}; add its dataset to STEP_SHAPES in benchmarks/train_speed.py")
+        with tempfile.TemporaryDirectory(prefix="opflow-cpu-step-") as tmp:
             run, path = step_pair_run(config, pair, shape, Path(tmp), batches=4)
             run = copy.deepcopy(run)
             tr = run["training"]
@@ -121,12 +132,12 @@ def step_times(config: dict[str, Any], pairs: tuple[str, ...], rounds: int, step
             with deferred_checks():
                 for _ in range(warmup):
                     trainer.step(to_device(next(it), dev))
-                t = _alternate({False: timed, True: timed}, rounds)
-            torch_s, ours_s = statistics.median(t[False]), statistics.median(t[True])
+                t = alternate(timed, lambda setting: switch(trainer, setting), rounds)
+            off_s, on_s = statistics.median(t[False]), statistics.median(t[True])
             out[pair] = {"dropout_modules": n_drop, "batch_size": int(tr["batch_size"]), "shape": dict(shape),
-                         "torch_step_s": summary(t[False]) | {"all": t[False]}, "opflow_step_s": summary(t[True]) | {"all": t[True]},
-                         "ratio": torch_s / ours_s, "saved_share": 1 - ours_s / torch_s}
-            print(f"step {pair}: torch mask {1e3 * torch_s:.1f} ms, opflow mask {1e3 * ours_s:.1f} ms, ratio {torch_s / ours_s:.3f}")
+                         f"{off}_step_s": summary(t[False]) | {"all": t[False]}, f"{on}_step_s": summary(t[True]) | {"all": t[True]},
+                         "ratio": off_s / on_s, "saved_share": 1 - on_s / off_s}
+            print(f"step {pair}: {off} {1e3 * off_s:.1f} ms, {on} {1e3 * on_s:.1f} ms, ratio {off_s / on_s:.3f}")
             del trainer
     return out
 

@@ -331,6 +331,7 @@ STEP_PAIRS: dict[str, dict[str, int]] = {
 STEP_SHAPES: dict[str, dict[str, int]] = {
     "darcy_lognormal64": {"resolution": 64},
     "darcy_inverse141_eps0": {"resolution": 141},
+    "darcy211": {"resolution": 211},
 }
 
 

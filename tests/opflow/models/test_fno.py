@@ -64,9 +64,10 @@ def periodic_convolution(kappa: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
         ((4, 6, 5), (2, 2, 2)),  # 3D: four corner blocks
     ],
 )
-def test_spectral_conv_is_a_periodic_convolution_with_the_truncated_kernel(grid, modes):
+@pytest.mark.parametrize("transform", ["fft", "dft"])
+def test_spectral_conv_is_a_periodic_convolution_with_the_truncated_kernel(grid, modes, transform):
     torch.manual_seed(0)
-    conv = SpectralConv(3, 2, modes).double()
+    conv = SpectralConv(3, 2, modes, transform=transform).double()
     with torch.no_grad():  # weights of both signs and sizes, not just the U[0, 1) init
         for w in conv.weights:
             w.normal_()
@@ -76,14 +77,45 @@ def test_spectral_conv_is_a_periodic_convolution_with_the_truncated_kernel(grid,
     torch.testing.assert_close(y, periodic_convolution(kernel_from_modes(conv, grid), x), rtol=1e-10, atol=1e-12)
 
 
-def test_spectral_conv_drops_every_mode_it_does_not_keep():
-    conv = SpectralConv(1, 1, (2, 3)).double()
+@pytest.mark.parametrize("transform", ["fft", "dft"])
+def test_spectral_conv_drops_every_mode_it_does_not_keep(transform):
+    conv = SpectralConv(1, 1, (2, 3), transform=transform).double()
     n1, n2 = 12, 10
     t1, t2 = torch.meshgrid(torch.arange(n1) / n1, torch.arange(n2) / n2, indexing="ij")
     kept = torch.cos(2 * math.pi * (t1 - 2 * t2))  # modes (+-1, -+2): inside the two corner blocks
     dropped = torch.cos(2 * math.pi * (2 * t1 + t2)) + torch.sin(2 * math.pi * 3 * t2)  # |k1| = 2, k2 = 3
     assert conv(dropped[None, None]).abs().max() < 1e-12
     assert conv(kept[None, None]).abs().max() > 1e-3
+
+
+@pytest.mark.parametrize(
+    ("grid", "modes"),
+    [((11,), (5,)), ((8,), (5,)), ((7, 9), (3, 4)), ((8, 8), (4, 5)), ((9, 10), (12, 12)), ((6, 7, 5), (3, 3, 2))],
+)
+def test_the_two_transforms_agree_in_value_and_gradient(grid, modes):
+    """The retained modes by matrix products equal the FFT's to round-off, Nyquist columns and capped modes included."""
+    torch.manual_seed(1)
+    conv = SpectralConv(3, 2, modes).double()
+    with torch.no_grad():
+        for w in conv.weights:
+            w.normal_()
+    x = torch.randn(2, 3, *grid, requires_grad=True)
+    out = {}
+    for transform in ("fft", "dft"):
+        conv.transform = transform
+        y = conv(x)
+        out[transform] = (y, *torch.autograd.grad((y**2).sum(), [x, *conv.parameters()]))
+    for a, b in zip(out["fft"], out["dft"]):
+        torch.testing.assert_close(a, b, rtol=1e-12, atol=1e-12)
+
+
+def test_auto_takes_the_matrix_products_on_the_cpu_where_the_fft_is_slow():
+    conv = SpectralConv(1, 1, (12, 12))
+    for grid, dft in [((141, 141), True), ((211, 211), True), ((85, 85), True), ((416, 416), True), ((64, 64), False), ((128, 96), False)]:
+        assert conv.uses_dft(torch.zeros(1, 1, *grid)) is dft, grid
+    assert SpectralConv(1, 1, (4, 4), transform="fft").uses_dft(torch.zeros(1, 1, 141, 141)) is False
+    with pytest.raises(ConfigError, match="not one of"):
+        SpectralConv(1, 1, (4, 4), transform="fast")
 
 
 def test_spectral_conv_parameters_and_initialisation_match_the_original():
@@ -101,8 +133,9 @@ def test_spectral_conv_parameters_and_initialisation_match_the_original():
         SpectralConv(2, 2, (3, 3))(torch.randn(1, 2, 8))
 
 
-def test_spectral_conv_takes_half_precision_inputs():
-    conv = SpectralConv(3, 2, (3, 3))
+@pytest.mark.parametrize("transform", ["fft", "dft"])
+def test_spectral_conv_takes_half_precision_inputs(transform):
+    conv = SpectralConv(3, 2, (3, 3), transform=transform)
     x = torch.randn(2, 3, 10, 9, dtype=torch.float32)
     y = conv.float()(x.bfloat16())  # transformed in float32, returned in bfloat16
     assert y.dtype == torch.bfloat16
