@@ -142,47 +142,55 @@ def step_times(
     return out
 
 
-def main(argv: list[str] | None = None) -> int:
+def lever_arguments(ap: argparse.ArgumentParser, pairs: tuple[str, ...], argv: list[str] | None) -> tuple[argparse.Namespace, tuple[str, ...], dict[str, Any]]:
+    """The command line of a CPU-lever benchmark (this one, :mod:`benchmarks.spectral`; ``ap`` holds its ``--out`` and
+    ``--smoke``): the step options added, all parsed, the threads set, and ``--smoke`` applied to the step settings
+    (one pair, two rounds of one step). Returns the options (with the start's load average and clock), the pairs and
+    the config."""
     import torch
     import yaml
 
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--pairs", default=",".join(PAIRS), help="comma-separated dataset/model pairs (default: the CPU list's pairs with dropout)")
+    ap.add_argument("--pairs", default=",".join(pairs), help="comma-separated dataset/model pairs")
     ap.add_argument("--configfile", default="config/default.yaml")
     ap.add_argument("--threads", type=int, default=2)
-    ap.add_argument("--rounds", type=int, default=5, help="alternations of the two masks (default 5)")
+    ap.add_argument("--rounds", type=int, default=5, help="alternations of the two settings (default 5)")
     ap.add_argument("--steps", type=int, default=5, help="training steps per timing (default 5)")
     ap.add_argument("--warmup", type=int, default=2)
-    ap.add_argument("--out", default=OUT)
-    ap.add_argument("--smoke", action="store_true", help="one small size, one pair, two rounds of one step (no claim about timings)")
+    ap.add_argument("--runs", type=int, default=1, help="repeats of the step measurement, a fresh trainer each")
     a = ap.parse_args(argv)
+    a.loadavg_start, a.t0 = loadavg(), time.perf_counter()
     torch.set_num_threads(a.threads)
-    start = loadavg()
-    t0 = time.perf_counter()
-    config = yaml.safe_load(Path(a.configfile).read_text())
-    pairs = tuple(p for p in a.pairs.split(",") if p)
+    chosen = tuple(p for p in a.pairs.split(",") if p)
     if a.smoke:
-        sizes, pairs, a.rounds, a.steps, a.warmup = (1 << 12,), pairs[:1], 2, 1, 1
-    else:
-        sizes = SIZES
-    result = {
-        "benchmark": "dropout",
-        "created": utc_timestamp(),
-        "smoke": a.smoke,
-        "p": P,
-        "threads": a.threads,
-        "rounds": a.rounds,
-        "steps_per_timing": a.steps,
-        "op": op_times(sizes, a.rounds, 1 if a.smoke else 10),
-        "steps": step_times(config, pairs, a.rounds, a.steps, a.warmup),
-        "wall_s": None,
-        "versions": versions("torch", "numpy"),
-    }
-    result["wall_s"] = time.perf_counter() - t0
-    result["machine"] = machine(start, torch_threads=a.threads)
+        chosen, a.rounds, a.steps, a.warmup, a.runs = chosen[:1], 2, 1, 1, 1
+    return a, chosen, yaml.safe_load(Path(a.configfile).read_text())
+
+
+def lever_result(name: str, a: argparse.Namespace, **fields: Any) -> dict[str, Any]:
+    """The result's common head: name, time, the step settings, then ``fields``."""
+    return {"benchmark": name, "created": utc_timestamp(), "smoke": a.smoke, "threads": a.threads, "rounds": a.rounds,
+            "steps_per_timing": a.steps, **fields}
+
+
+def lever_finish(result: dict[str, Any], a: argparse.Namespace) -> int:
+    """Versions, wall time and machine added; the result written to ``--out``."""
+    result["versions"] = versions("torch", "numpy")
+    result["wall_s"] = time.perf_counter() - a.t0
+    result["machine"] = machine(a.loadavg_start, torch_threads=a.threads)
     write_json_atomic(a.out, result)
     print(f"wrote {a.out}")
     return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--out", default=OUT)
+    ap.add_argument("--smoke", action="store_true", help="tiny sizes, one pair, two rounds of one step (no claim about timings)")
+    a, pairs, config = lever_arguments(ap, PAIRS, argv)
+    sizes = (1 << 12,) if a.smoke else SIZES
+    result = lever_result("dropout", a, p=P, op=op_times(sizes, a.rounds, 1 if a.smoke else 10),
+                          steps=step_times(config, pairs, a.rounds, a.steps, a.warmup))
+    return lever_finish(result, a)
 
 
 if __name__ == "__main__":

@@ -1,7 +1,7 @@
 """The spectral convolution's two transforms on the CPU (:mod:`opflow.models.layers.spectral`): the FFT of the whole
 grid against the retained modes as matrix products, alone and in the training steps of the pairs that use it.
 
-    python -m benchmarks.spectral [--pairs darcy141/ft,...] [--threads 2] [--rounds 5] [--steps 5]
+    python -m benchmarks.spectral [--pairs darcy141/ft,...] [--threads 2] [--rounds 5] [--steps 5] [--runs 3]
     python -m benchmarks.spectral --smoke --out /tmp/s.json     # seconds, no claim about timings
 
 * ``op``: forward and backward of one ``SpectralConv(32, 32, (12, 12))`` (the Galerkin / Fourier Transformer
@@ -9,7 +9,7 @@ grid against the retained modes as matrix products, alone and in the training st
   ``"dft"``, for grids of 2s (64, 128, 256) and grids with a large prime factor (85, 141, 211, 416, 421).
 * ``steps``: the trainer's step of each pair with every ``SpectralConv`` of the model set to ``"fft"`` against
   ``"auto"`` (what training uses), alternated in one process (:func:`benchmarks.dropout.step_times`), the whole
-  measurement ``--runs`` times (this machine's speed drifts by 20-30 % between minutes: compare the ratios).
+  measurement ``--runs`` times (3 for the committed result) (this machine's speed drifts by 20-30 % between minutes: compare the ratios).
 
 Each setting alternates ``--rounds`` times with the other; medians reported. Writes
 benchmarks/results/spectral_cpu.json. Run it alone on the machine (under ``scripts/cpu_training.sh aside`` while
@@ -22,11 +22,9 @@ import argparse
 import statistics
 import sys
 import time
-from pathlib import Path
 from typing import Any
 
-from benchmarks.common import loadavg, machine, utc_timestamp, versions, write_json_atomic
-from benchmarks.dropout import alternate, step_times
+from benchmarks.dropout import alternate, lever_arguments, lever_finish, lever_result, step_times
 
 OUT = "benchmarks/results/spectral_cpu.json"
 #: pairs whose models hold a SpectralConv on a grid where "auto" takes the matrix products
@@ -79,48 +77,17 @@ def _set_transform(trainer: Any, on: bool) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    import torch
-    import yaml
-
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--pairs", default=",".join(PAIRS), help="comma-separated dataset/model pairs")
-    ap.add_argument("--configfile", default="config/default.yaml")
-    ap.add_argument("--threads", type=int, default=2)
-    ap.add_argument("--rounds", type=int, default=5, help="alternations of the two transforms (default 5)")
-    ap.add_argument("--steps", type=int, default=5, help="training steps per timing (default 5)")
-    ap.add_argument("--warmup", type=int, default=2)
-    ap.add_argument("--runs", type=int, default=2, help="repeats of the step measurement, a fresh trainer each (default 2)")
     ap.add_argument("--out", default=OUT)
     ap.add_argument("--smoke", action="store_true", help="one small grid, one pair, two rounds of one step (no claim about timings)")
-    a = ap.parse_args(argv)
-    torch.set_num_threads(a.threads)
-    start = loadavg()
-    t0 = time.perf_counter()
-    config = yaml.safe_load(Path(a.configfile).read_text())
-    pairs = tuple(p for p in a.pairs.split(",") if p)
-    grids = GRIDS
-    if a.smoke:
-        grids, pairs, a.rounds, a.steps, a.warmup, a.runs = ((2, 17),), pairs[:1], 2, 1, 1, 1
-    result = {
-        "benchmark": "spectral",
-        "created": utc_timestamp(),
-        "smoke": a.smoke,
-        "threads": a.threads,
-        "rounds": a.rounds,
-        "steps_per_timing": a.steps,
-        "op": op_times(grids, a.rounds, 1 if a.smoke else 3),
-        "step_runs": [step_times(config, pairs, a.rounds, a.steps, a.warmup, switch=_set_transform, labels=("fft", "auto")) for _ in range(a.runs)],
-        "wall_s": None,
-        "versions": versions("torch", "numpy"),
-    }
-    result["steps"] = {p: {"ratio_per_run": [r[p]["ratio"] for r in result["step_runs"]],
-                           "fft_step_s_per_run": [r[p]["fft_step_s"]["median"] for r in result["step_runs"]],
-                           "auto_step_s_per_run": [r[p]["auto_step_s"]["median"] for r in result["step_runs"]]} for p in pairs}
-    result["wall_s"] = time.perf_counter() - t0
-    result["machine"] = machine(start, torch_threads=a.threads)
-    write_json_atomic(a.out, result)
-    print(f"wrote {a.out}")
-    return 0
+    a, pairs, config = lever_arguments(ap, PAIRS, argv)
+    grids = ((2, 17),) if a.smoke else GRIDS
+    runs = [step_times(config, pairs, a.rounds, a.steps, a.warmup, switch=_set_transform, labels=("fft", "auto")) for _ in range(a.runs)]
+    steps = {p: {"ratio_per_run": [r[p]["ratio"] for r in runs],
+                 "fft_step_s_per_run": [r[p]["fft_step_s"]["median"] for r in runs],
+                 "auto_step_s_per_run": [r[p]["auto_step_s"]["median"] for r in runs]} for p in pairs}
+    result = lever_result("spectral", a, op=op_times(grids, a.rounds, 1 if a.smoke else 3), step_runs=runs, steps=steps)
+    return lever_finish(result, a)
 
 
 if __name__ == "__main__":
