@@ -8,7 +8,7 @@ grid against the retained modes as matrix products, alone and in the training st
   decoder's and the FNO code's Darcy layer) on ``(batch, 32, n, n)`` float32 inputs, ``transform="fft"`` against
   ``"dft"``, for grids of 2s (64, 128, 256) and grids with a large prime factor (85, 141, 211, 416, 421).
 * ``steps``: the trainer's step of each pair with every ``SpectralConv`` of the model set to ``"fft"`` against
-  ``"auto"`` (what training uses), alternated in one process (:func:`benchmarks.dropout.step_times`), the whole
+  ``"auto"`` (what training uses), alternated in one process (:func:`benchmarks.cpu_lever.step_times`), the whole
   measurement ``--runs`` times (3 for the committed result) (this machine's speed drifts by 20-30 % between minutes: compare the ratios).
 
 Each setting alternates ``--rounds`` times with the other; medians reported. Writes
@@ -24,7 +24,7 @@ import sys
 import time
 from typing import Any
 
-from benchmarks.dropout import alternate, lever_arguments, lever_finish, lever_result, step_times
+from benchmarks.cpu_lever import alternate, lever_arguments, lever_finish, lever_result, step_times
 
 OUT = "benchmarks/results/spectral_cpu.json"
 #: pairs whose models hold a SpectralConv on a grid where "auto" takes the matrix products
