@@ -34,13 +34,15 @@ of the whole grid, and ``"dft"``, only the retained modes as matrix products wit
 ``X_k = sum_x x_x exp(-2 pi i k x / n)`` for the kept ``k`` of each axis and back (on the last axis
 the real inverse ``(1/n) sum_k c_k Re(Y_k exp(2 pi i k x / n))``, ``c_k = 2`` except ``c_0 = 1`` and
 ``c_{n/2} = 1``, which is what ``irfft`` does with a half spectrum). They agree to round-off (the
-tests: 1e-12 in float64). The default ``"auto"`` takes ``"dft"`` on the CPU when a grid axis has a
-prime factor above 7 (141 = 3 x 47, 211, 421, 85 = 5 x 17, 416 = 2^5 x 13), where PyTorch's CPU FFT
-leaves its fast small-radix algorithm. One layer's forward and backward (32 channels, 12 x 12
-modes, 2 threads; benchmarks/results/spectral_cpu.json), FFT against products: 102 / 168 / 878 ms
-against 19 / 49 / 303 ms at 141 / 211 / 421 (batch 4); 99 against 49 ms at 85 (batch 20); 526
-against 291 ms at 416. On grids of 2s it keeps the FFT (64: 9.6 against 9.1 ms; 128 and 256 were
-1.4-1.7x faster by products in that run, but no paper row trains a 2-D model there), and on CUDA too.
+tests: 1e-12 in float64). The products are laid out for the CPU (:meth:`SpectralConv._forward_dft`): the real last
+axis through one real product each way (real and imaginary parts interleaved), the kept modes of every block side by
+side so that the channels mix in one batched product. The default ``"auto"`` takes ``"dft"`` on the CPU when a grid
+axis has a prime factor above 7 (141 = 3 x 47, 211, 421, 85 = 5 x 17, 416 = 2^5 x 13), where PyTorch's CPU FFT
+leaves its fast small-radix algorithm. One layer's forward and backward (32 channels, 12 x 12 modes, 2 threads;
+benchmarks/results/spectral_cpu.json), FFT against products: 101 / 133 / 825 ms against 11 / 21 / 82 ms at 141 / 211
+/ 421 (batch 4); 70 against 24 ms at 85 (batch 20); 448 against 71 ms at 416. On grids of 2s the products were
+faster too in that run (64: 7.3 against 5.6 ms, 128: 1.6x, 256: 2.3x), but ``"auto"`` keeps the FFT there, the
+reference, since no CPU training of a paper row runs on them; on CUDA it keeps the FFT everywhere.
 """
 
 from __future__ import annotations
@@ -128,34 +130,56 @@ class SpectralConv(nn.Module):
             yield (slice(None), slice(None), *idx, slice(0, m[-1])), w
 
     def _forward_dft(self, x: torch.Tensor, grid: tuple[int, ...], m: tuple[int, ...]) -> torch.Tensor:
-        """The ``"dft"`` transform: the retained modes by matrix products, axis by axis (module docstring)."""
+        """The ``"dft"`` transform: the retained modes by matrix products, axis by axis (module docstring).
+
+        Laid out for the CPU's matrix products: the real last axis goes in and out through one real product
+        with the cosine and sine rows interleaved (complex numbers as pairs), the kept frequencies of the other
+        axes sit next to each other (``0 .. m_j - 1`` then ``-m_j .. -1``), so the ``2^(d-1)`` weight blocks make
+        one tensor and the channels mix in one batched product over the modes."""
         d, real = self.ndim, x.dtype
         cplx = torch.complex128 if real == torch.float64 else torch.complex64
         n_last, m_last = grid[-1], m[-1]
         # forward, last axis (real input): X_k = sum_x x_x (cos - i sin)(2 pi k x / n), k = 0 .. m_d - 1
         cos, sin = _trig(n_last, range(m_last), real, x.device)  # (m_d, n_d)
-        xf = torch.complex(x @ cos.T, -(x @ sin.T))  # (B, C, n_1, ..., n_{d-1}, m_d)
+        forward = torch.stack((cos.T, -sin.T), dim=-1).reshape(n_last, 2 * m_last)  # columns Re, Im of each k
+        xf = torch.view_as_complex((x @ forward).unflatten(-1, (m_last, 2)))  # (B, C, n_1, ..., n_{d-1}, m_d)
         # forward, the other axes (complex): rows 0 .. m_j - 1 and -m_j .. -1
         mats = []
         for j in range(d - 1):
-            freqs = list(range(m[j])) + list(range(-m[j], 0))
-            c, s_ = _trig(grid[j], freqs, real, x.device)
+            c, s_ = _trig(grid[j], list(range(m[j])) + list(range(-m[j], 0)), real, x.device)
             e = torch.complex(c, -s_).to(cplx)  # (2 m_j, n_j)
             mats.append(e)
-            xf = torch.movedim(torch.movedim(xf, 2 + j, -1) @ e.T, -1, 2 + j)
-        out = xf.new_zeros(x.shape[0], self.out_channels, *xf.shape[2:])
-        for idx, w in self._blocks(grid, m, m[:-1]):
-            out[idx] = torch.einsum("bi...,io...->bo...", xf[idx], w.to(cplx))
+            xf = torch.movedim(e @ torch.movedim(xf, 2 + j, -2), -2, 2 + j)
+        out = _mix(xf, self._dft_weight(m).to(cplx))
         # inverse, the other axes: (1 / n_j) sum_k Y_k exp(+2 pi i k x / n_j)
         for j, e in enumerate(mats):
-            out = torch.movedim(torch.movedim(out, 2 + j, -1) @ (e.conj() / grid[j]), -1, 2 + j)
+            out = torch.movedim((e.conj().T / grid[j]) @ torch.movedim(out, 2 + j, -2), -2, 2 + j)
         # inverse, last axis (real output): (1 / n) sum_k c_k (Re Y_k cos - Im Y_k sin)(2 pi k x / n)
-        c_k = torch.full((m_last, 1), 2.0, dtype=real, device=x.device)
-        c_k[0] = 1.0
+        c_k = torch.full((m_last, 1), 2.0 / n_last, dtype=real, device=x.device)
+        c_k[0] = 1.0 / n_last
         if n_last % 2 == 0 and m_last == n_last // 2 + 1:
-            c_k[-1] = 1.0
-        return (out.real @ (c_k * cos) - out.imag @ (c_k * sin)) / n_last
+            c_k[-1] = 1.0 / n_last
+        inverse = torch.stack((c_k * cos, -c_k * sin), dim=1).reshape(2 * m_last, n_last)  # rows Re, Im of each k
+        return torch.view_as_real(out).flatten(-2) @ inverse
 
+    def _dft_weight(self, m: tuple[int, ...]) -> torch.Tensor:
+        """The complex weight of every kept mode in the ``"dft"`` layout, ``(in, out, 2 m_1, ..., 2 m_{d-1}, m_d)``:
+        the blocks of :meth:`_blocks` side by side, non-negative frequencies first on each non-last axis."""
+        keep = (slice(None), slice(None), *(slice(0, k) for k in m))
+        blocks = [torch.view_as_complex(w)[keep] for w in self.weights]  # itertools.product order: last axis fastest
+        for axis in reversed(range(self.ndim - 1)):
+            blocks = [torch.cat(blocks[i:i + 2], dim=2 + axis) for i in range(0, len(blocks), 2)]
+        return blocks[0]
+
+
+def _mix(x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
+    """``y_{b,o,k} = sum_i x_{b,i,k} w_{i,o,k}`` for ``x (B, I, *modes)`` and ``w (I, O, *modes)``, as one batched
+    product over contiguous modes: the ``einsum`` of the same hands the CPU a strided batch, which it runs matrix by
+    matrix with a copy each (the FFT path, on CUDA and on grids of small primes, keeps the ``einsum``: measured
+    within noise of this on the CPU at 64, 85 and 128)."""
+    batch, out_ch, modes = x.shape[0], w.shape[1], x.shape[2:]
+    y = torch.bmm(x.flatten(2).permute(2, 0, 1).contiguous(), w.flatten(2).permute(2, 0, 1).contiguous())  # (M, B, O)
+    return y.permute(1, 2, 0).reshape(batch, out_ch, *modes)
 
 #: the transforms of :class:`SpectralConv` (module docstring)
 TRANSFORMS = ("auto", "fft", "dft")
