@@ -53,7 +53,8 @@ from opflow.atomic import atomic_write_text
 REPO = Path(__file__).resolve().parents[1]
 BENCH_DIR = REPO / "benchmarks"
 RESULTS = BENCH_DIR / "results"
-HELPERS = frozenset({"__init__", "common"})
+#: modules of benchmarks/ that hold shared helpers, not a benchmark of their own
+HELPERS = frozenset({"__init__", "common", "cpu_lever"})
 
 
 @dataclass
