@@ -181,6 +181,7 @@ def _mix(x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
     y = torch.bmm(x.flatten(2).permute(2, 0, 1).contiguous(), w.flatten(2).permute(2, 0, 1).contiguous())  # (M, B, O)
     return y.permute(1, 2, 0).reshape(batch, out_ch, *modes)
 
+
 #: the transforms of :class:`SpectralConv` (module docstring)
 TRANSFORMS = ("auto", "fft", "dft")
 #: the largest prime factor of an axis length for which ``"auto"`` keeps the FFT on the CPU
