@@ -66,8 +66,6 @@ result only where ``--out`` says.
 from __future__ import annotations
 
 import argparse
-import ctypes
-import ctypes.util
 import gc
 import json
 import math
@@ -242,8 +240,6 @@ class PeakMemory:
 
         self.cuda = device.startswith("cuda")
         self.torch = torch
-        libc_name = ctypes.util.find_library("c")
-        self._libc = ctypes.CDLL(libc_name) if libc_name else None
         self.kind = "cuda max_memory_allocated" if self.cuda else self._cpu_kind()
 
     def _cpu_kind(self) -> str:
@@ -273,8 +269,9 @@ class PeakMemory:
             self.torch.cuda.reset_peak_memory_stats()
             self.base = self.torch.cuda.memory_allocated()
             return
-        if self._libc is not None and hasattr(self._libc, "malloc_trim"):
-            self._libc.malloc_trim(0)
+        from opflow.runtime import trim_cpu_heap
+
+        trim_cpu_heap()
         if self.kind.startswith("VmHWM"):
             with open("/proc/self/clear_refs", "w") as fh:
                 fh.write("5")

@@ -148,6 +148,7 @@ from opflow.runtime import (
     compile_unsupported,
     folder_lock,
     init_distributed,
+    keep_cpu_heap,
     rng_state,
     seed_everything,
     set_rng_state,
@@ -508,6 +509,8 @@ class Trainer:
         if why_not is not None:
             warnings.warn(f"training.compile: {why_not}; the plain step runs", RuntimeWarning, stacklevel=2)
             self.use_compile = False
+        #: glibc keeps the freed memory for the next tensors (process-wide; :func:`opflow.runtime.keep_cpu_heap`)
+        self.cpu_heap = dev.type == "cpu" and keep_cpu_heap()
         self.progress = _progress_default(info) if progress is None else (progress and info.is_main)
         self.data_file = Path(data_file)
         self.out_dir = Path(out_dir)
@@ -534,7 +537,7 @@ class Trainer:
         """The operational settings in effect for the step, for the log's start line ("" when all are off)."""
         on = [name for name, flag in (
             ("bf16 autocast", self.autocast), ("TF32 products", self.tf32), ("torch.compile", self.use_compile),
-            ("CUDA graphs", self.cuda_graphs),
+            ("CUDA graphs", self.cuda_graphs), ("glibc heap kept", self.cpu_heap),
         ) if flag]
         return f" ({', '.join(on)})" if on else ""
 
