@@ -10,16 +10,18 @@ holds its switch and its measurement of the operation alone.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import copy
 import statistics
 import tempfile
 import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 from benchmarks.common import loadavg, machine, summary, utc_timestamp, versions, write_json_atomic
 
-__all__ = ["alternate", "lever_arguments", "lever_finish", "lever_result", "step_times"]
+__all__ = ["alternate", "lever_arguments", "lever_finish", "lever_result", "pair_trainer", "step_times"]
 
 
 def alternate(fn: Any, switch: Any, rounds: int) -> dict[bool, list[float]]:
@@ -34,63 +36,74 @@ def alternate(fn: Any, switch: Any, rounds: int) -> dict[bool, list[float]]:
     return out
 
 
+@contextlib.contextmanager
+def pair_trainer(config: dict[str, Any], pair: str) -> Iterator[tuple[Any, dict[str, Any], Callable[[], None]]]:
+    """The real :class:`opflow.train.Trainer` of ``pair`` (its model and training settings, fp32 on the CPU, plain) on
+    a synthetic file of its shape (:func:`benchmarks.train_speed.step_pair_run`), set up and in training mode.
+    Yields ``(trainer, training settings, step)``: ``step()`` runs one training step on the next batch, fetched as
+    the epoch fetches it."""
+    import torch
+
+    from benchmarks.train_speed import step_pair_run, step_shape
+    from opflow.config import TrainConfig
+    from opflow.runtime import DistInfo
+    from opflow.train import Trainer, to_device
+
+    shape = step_shape(pair)
+    if shape is None:
+        raise SystemExit(f"benchmarks: no synthetic shape for {pair!r}; add its dataset to STEP_SHAPES in benchmarks/train_speed.py")
+    dev = torch.device("cpu")
+    with tempfile.TemporaryDirectory(prefix="opflow-cpu-step-") as tmp:
+        run, path = step_pair_run(config, pair, shape, Path(tmp), batches=4)
+        run = copy.deepcopy(run)
+        tr = run["training"]
+        tr.update({"epochs": 1000, "device": "cpu", "compile": False, "precision": "fp32", "data_on_device": False})
+        trainer = Trainer(run, TrainConfig.from_dict(tr, "run.training"), DistInfo(), dev, path, Path(tmp) / "work", progress=False)
+        trainer.setup()
+        trainer.resume(restart=True)
+        trainer.fwd_model.train()
+
+        def batches() -> Iterator[Any]:
+            while True:
+                yield from trainer.train_batches
+
+        it = batches()
+        yield trainer, tr, lambda: trainer.step(to_device(next(it), dev))
+        del trainer
+
+
 def step_times(
     config: dict[str, Any], pairs: tuple[str, ...], rounds: int, steps: int, warmup: int, switch: Any, labels: tuple[str, str],
 ) -> dict[str, Any]:
     """Per pair, the trainer's step with ``switch(trainer, False)`` against ``switch(trainer, True)``, alternated
     ``rounds`` times (:func:`alternate`); ``labels`` name the two settings in the result, ``ratio`` is the first
-    setting's median step over the second's. The step is :class:`opflow.train_step.TrainStep` of the real Trainer on
-    the pair's model and training settings and a synthetic file of its shape
-    (:func:`benchmarks.train_speed.step_pair_run`), the batch fetched as the epoch fetches it."""
+    setting's median step over the second's. The step is :func:`pair_trainer`'s."""
     import torch
 
-    from benchmarks.train_speed import step_pair_run, step_shape
-    from opflow.config import TrainConfig
+    from benchmarks.train_speed import step_shape
     from opflow.hostsync import deferred_checks
-    from opflow.runtime import DistInfo
-    from opflow.train import Trainer, to_device
 
     off, on = labels
     out: dict[str, Any] = {}
-    dev = torch.device("cpu")
     for pair in pairs:
-        shape = step_shape(pair)
-        if shape is None:
-            raise SystemExit(f"benchmarks: no synthetic shape for {pair!r}; add its dataset to STEP_SHAPES in benchmarks/train_speed.py")
-        with tempfile.TemporaryDirectory(prefix="opflow-cpu-step-") as tmp:
-            run, path = step_pair_run(config, pair, shape, Path(tmp), batches=4)
-            run = copy.deepcopy(run)
-            tr = run["training"]
-            tr.update({"epochs": 1000, "device": "cpu", "compile": False, "precision": "fp32", "data_on_device": False})
-            cfg = TrainConfig.from_dict(tr, "run.training")
-            trainer = Trainer(run, cfg, DistInfo(), dev, path, Path(tmp) / "work", progress=False)
-            trainer.setup()
-            trainer.resume(restart=True)
-            trainer.fwd_model.train()
+        with pair_trainer(config, pair) as (trainer, tr, step):
             n_drop = sum(1 for m in trainer.model.modules() if isinstance(m, torch.nn.Dropout) and m.p > 0)
-
-            def batches() -> Any:
-                while True:
-                    yield from trainer.train_batches
-
-            it = batches()
 
             def timed() -> float:
                 t0 = time.perf_counter()
                 for _ in range(steps):
-                    trainer.step(to_device(next(it), dev))
+                    step()
                 return (time.perf_counter() - t0) / steps
 
             with deferred_checks():
                 for _ in range(warmup):
-                    trainer.step(to_device(next(it), dev))
+                    step()
                 t = alternate(timed, lambda setting: switch(trainer, setting), rounds)
             off_s, on_s = statistics.median(t[False]), statistics.median(t[True])
-            out[pair] = {"dropout_modules": n_drop, "batch_size": int(tr["batch_size"]), "shape": dict(shape),
+            out[pair] = {"dropout_modules": n_drop, "batch_size": int(tr["batch_size"]), "shape": dict(step_shape(pair) or {}),
                          f"{off}_step_s": summary(t[False]) | {"all": t[False]}, f"{on}_step_s": summary(t[True]) | {"all": t[True]},
                          "ratio": off_s / on_s, "saved_share": 1 - on_s / off_s}
             print(f"step {pair}: {off} {1e3 * off_s:.1f} ms, {on} {1e3 * on_s:.1f} ms, ratio {off_s / on_s:.3f}")
-            del trainer
     return out
 
 
