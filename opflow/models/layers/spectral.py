@@ -123,11 +123,15 @@ class SpectralConv(nn.Module):
     def _blocks(self, grid: tuple[int, ...], m: tuple[int, ...], neg_start: Sequence[int]):  # noqa: ANN202
         """``(index, complex weight)`` of each corner block: non-negative (0..m-1) or negative frequencies
         (from ``neg_start``) on each non-last axis, ``0..m_d - 1`` on the last."""
-        keep = tuple(slice(0, k) for k in m)  # the weight entries used on this grid
-        for weight, signs in zip(self.weights, itertools.product((False, True), repeat=self.ndim - 1)):
-            w = torch.view_as_complex(weight)[(slice(None), slice(None), *keep)]
+        for w, signs in zip(self._kept_weights(m), itertools.product((False, True), repeat=self.ndim - 1)):
             idx = tuple(slice(s0, s0 + k) if neg else slice(0, k) for neg, s0, k in zip(signs, neg_start, m[:-1]))
             yield (slice(None), slice(None), *idx, slice(0, m[-1])), w
+
+    def _kept_weights(self, m: tuple[int, ...]) -> list[torch.Tensor]:
+        """The complex weight blocks cut to the ``m`` modes used on the grid, ``(in, out, *m)`` each, in the order
+        of ``itertools.product((False, True), repeat=d - 1)`` over the non-last axes' signs (last axis fastest)."""
+        keep = (slice(None), slice(None), *(slice(0, k) for k in m))
+        return [torch.view_as_complex(w)[keep] for w in self.weights]
 
     def _forward_dft(self, x: torch.Tensor, grid: tuple[int, ...], m: tuple[int, ...]) -> torch.Tensor:
         """The ``"dft"`` transform: the retained modes by matrix products, axis by axis (module docstring).
@@ -164,9 +168,8 @@ class SpectralConv(nn.Module):
 
     def _dft_weight(self, m: tuple[int, ...]) -> torch.Tensor:
         """The complex weight of every kept mode in the ``"dft"`` layout, ``(in, out, 2 m_1, ..., 2 m_{d-1}, m_d)``:
-        the blocks of :meth:`_blocks` side by side, non-negative frequencies first on each non-last axis."""
-        keep = (slice(None), slice(None), *(slice(0, k) for k in m))
-        blocks = [torch.view_as_complex(w)[keep] for w in self.weights]  # itertools.product order: last axis fastest
+        the blocks of :meth:`_kept_weights` side by side, non-negative frequencies first on each non-last axis."""
+        blocks = self._kept_weights(m)
         for axis in reversed(range(self.ndim - 1)):
             blocks = [torch.cat(blocks[i:i + 2], dim=2 + axis) for i in range(0, len(blocks), 2)]
         return blocks[0]
