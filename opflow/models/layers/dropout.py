@@ -19,6 +19,13 @@ integers ``u`` uniform on ``{-32768, ..., 32767}``, and an entry is kept when
 unbiased. The mask follows the seeded default CPU generator (``torch.manual_seed``) and its saved
 state, as ``nn.Dropout``'s does, but the masks differ from ``nn.Dropout``'s for the same seed.
 
+The mask takes the input's memory layout: the draws fill it in memory order, so a channels-last input (the
+Galerkin Transformer's CNN samplers run channels-last: their input is a channel-last grid moved to ``(B, C, H, W)``)
+gets a channels-last mask, and a contiguous input the same mask as before. A contiguous mask on a channels-last
+input made the products that apply it, and the activation's backward after them, cross layouts: ``silu(dropout(x))``
+forward and backward on the inverse GT's first convolution output took 1.32x as long, and the steps of the inverse
+GT, FT and GT at 141 1.03-1.06x (``benchmarks/mask_layout.py``, docs/costs.md).
+
 Elsewhere (CUDA, whose fused dropout draws its own counter-based random numbers in the kernel;
 inside ``torch.compile``; non-floating tensors) this is ``torch.nn.functional.dropout`` itself.
 """
@@ -37,6 +44,9 @@ LEVELS = 1 << 16
 #: ``False``: :func:`torch.nn.functional.dropout` on the CPU too (the masks opflow drew before this module; the
 #: baseline of ``benchmarks/dropout.py``)
 CPU_MASK = True
+#: ``False``: the CPU mask laid out contiguously whatever the input's layout (as before 2026-11-28; the baseline of
+#: ``benchmarks/mask_layout.py``)
+MASK_LAYOUT = True
 
 
 def _fast_path(x: Tensor, p: float, training: bool) -> bool:
@@ -46,16 +56,29 @@ def _fast_path(x: Tensor, p: float, training: bool) -> bool:
     )
 
 
-def keep_mask(shape: torch.Size | tuple[int, ...], p: float, generator: torch.Generator | None = None) -> tuple[Tensor, float]:
+def keep_mask(
+    shape: torch.Size | tuple[int, ...], p: float, generator: torch.Generator | None = None, like: Tensor | None = None,
+) -> tuple[Tensor, float]:
     """``(mask, p_drawn)``: a boolean CPU mask of ``shape`` whose entries are ``True`` (kept) with probability
-    ``1 - p_drawn`` each, independently, ``p_drawn = round(p * 2^16) / 2^16`` (module docstring)."""
+    ``1 - p_drawn`` each, independently, ``p_drawn = round(p * 2^16) / 2^16`` (module docstring).
+
+    ``like``: a tensor of that shape whose memory layout the mask takes (its axes ordered by decreasing stride, e.g.
+    channels-last), the draws laid out in its memory order. Mixing layouts in the products that apply the mask made
+    them several times slower (module docstring); a contiguous ``like`` gives the same mask as none."""
     n = 1
     for s in shape:
         n *= int(s)
     level = round(p * LEVELS)
     draws = torch.empty((n + 3) // 4, dtype=torch.int64).random_(-(1 << 63), (1 << 63) - 1, generator=generator)
-    u = draws.view(torch.int16)[:n].view(shape)
+    order = memory_order(like) if like is not None else tuple(range(len(shape)))
+    u = draws.view(torch.int16)[:n].view([int(shape[d]) for d in order]).permute(*sorted(range(len(order)), key=order.__getitem__))
     return u >= level - LEVELS // 2, level / LEVELS
+
+
+def memory_order(x: Tensor) -> tuple[int, ...]:
+    """``x``'s axes from the slowest-varying in memory to the fastest (decreasing strides; ties, as size-1 axes
+    give, in axis order): ``(0, 1, 2, 3)`` for a contiguous ``(B, C, H, W)``, ``(0, 2, 3, 1)`` for channels-last."""
+    return tuple(sorted(range(x.dim()), key=lambda d: (-x.stride(d), d)))
 
 
 def dropout(x: Tensor, p: float, training: bool = True) -> Tensor:
@@ -65,7 +88,7 @@ def dropout(x: Tensor, p: float, training: bool = True) -> Tensor:
     """
     if not _fast_path(x, p, training):
         return F.dropout(x, p, training)
-    keep, p_drawn = keep_mask(x.shape, p)
+    keep, p_drawn = keep_mask(x.shape, p, like=x if MASK_LAYOUT else None)
     if p_drawn >= 1.0:
         return x * 0.0
     scale = keep.to(x.dtype).mul_(1.0 / (1.0 - p_drawn))

@@ -2,7 +2,8 @@
 
 Training: each entry kept with probability 1 - p, independently, scaled by 1 / (1 - p) (p rounded
 to a multiple of 2^-16), gradient = the same mask and scale; evaluation: the identity. The mask
-follows the seeded CPU generator. Elsewhere (compiled, switched off) it is torch's own dropout.
+follows the seeded CPU generator and takes the input's memory layout. Elsewhere (compiled, switched off)
+it is torch's own dropout.
 """
 
 from __future__ import annotations
@@ -91,6 +92,38 @@ def test_follows_the_seeded_generator_and_draws_fresh_masks():
     c = D.dropout(x, 0.5)
     torch.set_rng_state(state)
     assert torch.equal(D.dropout(x, 0.5), c)
+
+
+def test_the_mask_takes_the_inputs_layout_with_the_draws_in_memory_order():
+    """A channels-last input gets a channels-last mask and output; its memory holds the draws in the order the
+    contiguous mask of the same seed holds them, so a contiguous input's mask is the one drawn before."""
+    x = torch.randn(3, 6, 5, 4)
+    xl = x.contiguous(memory_format=torch.channels_last)
+    assert D.memory_order(x) == (0, 1, 2, 3) and D.memory_order(xl) == (0, 2, 3, 1)
+    torch.manual_seed(5)
+    plain, _ = D.keep_mask(x.shape, 0.3)
+    torch.manual_seed(5)
+    same, _ = D.keep_mask(x.shape, 0.3, like=x)
+    torch.manual_seed(5)
+    last, _ = D.keep_mask(x.shape, 0.3, like=xl)
+    assert torch.equal(same, plain)
+    assert last.stride() == xl.stride()
+    assert torch.equal(last.permute(0, 2, 3, 1).flatten(), plain.flatten())
+    torch.manual_seed(5)
+    y = D.dropout(xl, 0.3)
+    assert y.is_contiguous(memory_format=torch.channels_last)
+    scale = 1 / (1 - round(0.3 * D.LEVELS) / D.LEVELS)
+    assert torch.equal(y, xl * last.to(xl.dtype) * scale)
+
+
+def test_the_contiguous_mask_of_before_is_one_switch_away(monkeypatch):
+    xl = torch.randn(2, 4, 3, 3).contiguous(memory_format=torch.channels_last)
+    monkeypatch.setattr(D, "MASK_LAYOUT", False)
+    torch.manual_seed(6)
+    y = D.dropout(xl, 0.5)
+    torch.manual_seed(6)
+    mask, _ = D.keep_mask(xl.shape, 0.5)
+    assert torch.equal(y, xl * mask.to(xl.dtype) * 2.0)
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float64])
