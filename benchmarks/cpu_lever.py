@@ -21,7 +21,7 @@ from typing import Any
 
 from benchmarks.common import loadavg, machine, summary, utc_timestamp, versions, write_json_atomic
 
-__all__ = ["alternate", "lever_arguments", "lever_finish", "lever_result", "pair_trainer", "step_times"]
+__all__ = ["alternate", "lever_arguments", "lever_finish", "lever_main", "lever_result", "pair_trainer", "step_times"]
 
 
 def alternate(fn: Any, switch: Any, rounds: int) -> dict[bool, list[float]]:
@@ -145,3 +145,16 @@ def lever_finish(result: dict[str, Any], a: argparse.Namespace) -> int:
     write_json_atomic(a.out, result)
     print(f"wrote {a.out}")
     return 0
+
+
+def lever_main(
+    name: str, ap: argparse.ArgumentParser, pairs: tuple[str, ...], argv: list[str] | None, *,
+    op: Callable[[argparse.Namespace], Any], switch: Callable[[bool], None], labels: tuple[str, str], **fields: Any,
+) -> int:
+    """The whole run of a lever benchmark whose switch is process-wide: the command line (``ap`` holds the
+    benchmark's ``--out`` and ``--smoke``), ``op(options)`` (the operation alone), the trainer's steps of ``pairs``
+    under ``switch(False)`` / ``switch(True)`` (:func:`step_times`), and the result (``fields`` in its head) written."""
+    a, chosen, config = lever_arguments(ap, pairs, argv)
+    result = lever_result(name, a, **fields, op=op(a),
+                          steps=step_times(config, chosen, a.rounds, a.steps, a.warmup, switch=lambda trainer, setting: switch(setting), labels=labels))
+    return lever_finish(result, a)

@@ -27,7 +27,7 @@ import sys
 import time
 from typing import Any
 
-from benchmarks.cpu_lever import alternate, lever_arguments, lever_finish, lever_result, step_times
+from benchmarks.cpu_lever import alternate, lever_main
 
 OUT = "benchmarks/results/dropout_cpu.json"
 #: the pairs of config/queue.yaml's cpu: list whose models use dropout
@@ -72,12 +72,8 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--out", default=OUT)
     ap.add_argument("--smoke", action="store_true", help="tiny sizes, one pair, two rounds of one step (no claim about timings)")
-    a, pairs, config = lever_arguments(ap, PAIRS, argv)
-    sizes = (1 << 12,) if a.smoke else SIZES
-    result = lever_result("dropout", a, p=P, op=op_times(sizes, a.rounds, 1 if a.smoke else 10),
-                          steps=step_times(config, pairs, a.rounds, a.steps, a.warmup,
-                                           switch=lambda trainer, setting: _set_mask(setting), labels=("torch", "opflow")))
-    return lever_finish(result, a)
+    return lever_main("dropout", ap, PAIRS, argv, p=P, switch=_set_mask, labels=("torch", "opflow"),
+                      op=lambda a: op_times((1 << 12,) if a.smoke else SIZES, a.rounds, 1 if a.smoke else 10))
 
 
 if __name__ == "__main__":

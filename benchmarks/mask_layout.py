@@ -23,7 +23,7 @@ import sys
 import time
 from typing import Any
 
-from benchmarks.cpu_lever import alternate, lever_arguments, lever_finish, lever_result, step_times
+from benchmarks.cpu_lever import alternate, lever_main
 
 OUT = "benchmarks/results/mask_layout_cpu.json"
 #: the pairs of config/queue.yaml's cpu: list with the Galerkin Transformer's CNN samplers
@@ -64,12 +64,8 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--out", default=OUT)
     ap.add_argument("--smoke", action="store_true", help="a small tensor, one pair, two rounds of one step (no claim about timings)")
-    a, pairs, config = lever_arguments(ap, PAIRS, argv)
-    shape = (2, 8, 16, 16) if a.smoke else (4, 192, 141, 141)
-    result = lever_result("mask_layout", a, p=P, op=op_times(shape, a.rounds, 1 if a.smoke else 5),
-                          steps=step_times(config, pairs, a.rounds, a.steps, a.warmup,
-                                           switch=lambda trainer, setting: _set_layout(setting), labels=("contiguous", "input_layout")))
-    return lever_finish(result, a)
+    return lever_main("mask_layout", ap, PAIRS, argv, p=P, switch=_set_layout, labels=("contiguous", "input_layout"),
+                      op=lambda a: op_times((2, 8, 16, 16) if a.smoke else (4, 192, 141, 141), a.rounds, 1 if a.smoke else 5))
 
 
 if __name__ == "__main__":
