@@ -11,7 +11,7 @@
   kernel's high-water mark when the process reaches a new peak).
 * The CPU's heap (:func:`keep_cpu_heap`): on Linux with glibc, a training or evaluation on the CPU keeps the memory
   that torch frees for its next tensors instead of handing it back to the kernel, which then has to fault every page
-  in again (about 10^5 page faults per training step of FNO on Darcy 85; the step 1.4x shorter without them).
+  in again (about 10^5 page faults per training step of FNO on Darcy 85; the step 1.55x shorter without them).
 * One writer per output folder: :class:`FolderLock` takes ``fcntl.flock`` on ``<folder>/.lock``
   without waiting; a second training into the same folder fails at once with
   :class:`FolderBusyError` (the lock goes with the process, so a killed run never leaves a stale one).
@@ -142,8 +142,8 @@ def keep_cpu_heap() -> bool:
     on Darcy 85 (batch 20, 2 threads) and 0.8-1.0 x 10^5 for the inverse GT at 141, whose activations of
     4 x 192 x 141^2 floats (61 MB) are above any threshold. Here ``mallopt(M_MMAP_MAX, 0)`` serves every allocation
     from the heap and ``mallopt(M_TRIM_THRESHOLD, 2^31 - 1)`` keeps its free top: the same steps then fault
-    0-7,000 pages, and were 1.4x (FNO) and 1.15x (inverse GT) shorter (``benchmarks/cpu_heap.py``,
-    docs/costs.md). The resident memory stays at the process's peak until it ends, as a caching allocator's does.
+    1,100-7,500 pages, and were 1.55x (FNO) and 1.18-1.20x (the inverse GT, FT and GT at 141) shorter
+    (``benchmarks/cpu_heap.py``, docs/costs.md). The resident memory stays at the process's peak until it ends, as a caching allocator's does.
     The values computed are unchanged: only where the memory comes from differs.
 
     The kept memory counts in the resident set size, so a measurement of peak memory trims the heap first
