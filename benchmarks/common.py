@@ -84,6 +84,18 @@ def machine(loadavg_start: list[float] | None, *, packages: Sequence[str] | None
     return block
 
 
+def status_kib(key: str) -> int | None:
+    """A ``kB`` field of ``/proc/self/status`` (``VmRSS``, ``VmHWM``); None where there is none (not Linux)."""
+    try:
+        with open("/proc/self/status") as fh:
+            for line in fh:
+                if line.startswith(key + ":"):
+                    return int(line.split()[1])
+    except OSError:
+        return None
+    return None
+
+
 def utc_timestamp() -> str:
     """The current UTC time, ISO 8601 to the second (the ``created`` field)."""
     return _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds")

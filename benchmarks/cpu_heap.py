@@ -26,21 +26,13 @@ import subprocess
 import sys
 from typing import Any
 
-from benchmarks.common import summary
+from benchmarks.common import status_kib, summary
 from benchmarks.cpu_lever import lever_arguments, lever_finish, lever_result
 
 OUT = "benchmarks/results/cpu_heap_cpu.json"
 #: the pairs of config/queue.yaml's cpu: list still to train
 PAIRS = ("darcy/fno", "darcy_inverse141_eps0/gt_inverse", "darcy141/ft", "darcy141/gt")
 SETTINGS = ("default", "keep")
-
-
-def _status_kib(key: str) -> int:
-    with open("/proc/self/status") as fh:
-        for line in fh:
-            if line.startswith(key + ":"):
-                return int(line.split()[1])
-    return 0
 
 
 def child(pair: str, configfile: str, steps: int, warmup: int) -> dict[str, Any]:
@@ -66,7 +58,7 @@ def child(pair: str, configfile: str, steps: int, warmup: int) -> dict[str, Any]
         faults = resource.getrusage(resource.RUSAGE_SELF).ru_minflt - f0
         kept = trainer.cpu_heap
     return {"step_s": statistics.median(times), "all_s": times, "faults_per_step": faults / steps,
-            "peak_rss_mib": _status_kib("VmHWM") / 1024, "heap_kept": kept}
+            "peak_rss_mib": (status_kib("VmHWM") or 0) / 1024, "heap_kept": kept}
 
 
 def timing(pair: str, setting: str, a: argparse.Namespace) -> dict[str, Any]:

@@ -80,7 +80,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from benchmarks.common import loadavg, machine, timed_repeats, utc_timestamp, write_json_atomic
+from benchmarks.common import loadavg, machine, status_kib, timed_repeats, utc_timestamp, write_json_atomic
 
 ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_OUT = "benchmarks/results/models_{device}.json"
@@ -221,17 +221,6 @@ def predict_next(points: Sequence[float], values: Sequence[float], new_point: fl
 # --------------------------------------------------------------------------- memory
 
 
-def _status_kib(key: str) -> int | None:
-    try:
-        with open("/proc/self/status") as fh:
-            for line in fh:
-                if line.startswith(key + ":"):
-                    return int(line.split()[1])
-    except OSError:
-        return None
-    return None
-
-
 class PeakMemory:
     """Peak memory of a phase: see the module docstring (CUDA: max_memory_allocated)."""
 
@@ -251,12 +240,12 @@ class PeakMemory:
             return "ru_maxrss growth (peak RSS could not be reset: an underestimate if an earlier peak was higher)"
 
     def _rss(self) -> int:
-        kib = _status_kib("VmRSS")
+        kib = status_kib("VmRSS")
         return 1024 * kib if kib is not None else 0
 
     def _hwm(self) -> int:
         if self.kind.startswith("VmHWM"):
-            return 1024 * (_status_kib("VmHWM") or 0)
+            return 1024 * (status_kib("VmHWM") or 0)
         import resource
 
         return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
