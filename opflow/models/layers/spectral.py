@@ -130,59 +130,89 @@ class SpectralConv(nn.Module):
     def _kept_weights(self, m: tuple[int, ...]) -> list[torch.Tensor]:
         """The complex weight blocks cut to the ``m`` modes used on the grid, ``(in, out, *m)`` each, in the order
         of ``itertools.product((False, True), repeat=d - 1)`` over the non-last axes' signs (last axis fastest)."""
-        keep = (slice(None), slice(None), *(slice(0, k) for k in m))
-        return [torch.view_as_complex(w)[keep] for w in self.weights]
+        return [torch.view_as_complex(w) for w in self._kept_pairs(m)]
+
+    def _kept_pairs(self, m: tuple[int, ...]) -> list[torch.Tensor]:
+        """:meth:`_kept_weights` as the stored real pairs, ``(in, out, *m, 2)`` each (real, imaginary part)."""
+        keep = (slice(None), slice(None), *(slice(0, k) for k in m), slice(None))
+        return [w[keep] for w in self.weights]
 
     def _forward_dft(self, x: torch.Tensor, grid: tuple[int, ...], m: tuple[int, ...]) -> torch.Tensor:
         """The ``"dft"`` transform: the retained modes by matrix products, axis by axis (module docstring).
 
-        Laid out for the CPU's matrix products: the real last axis goes in and out through one real product
-        with the cosine and sine rows interleaved (complex numbers as pairs), the kept frequencies of the other
-        axes sit next to each other (``0 .. m_j - 1`` then ``-m_j .. -1``), so the ``2^(d-1)`` weight blocks make
-        one tensor and the channels mix in one batched product over the modes."""
+        Laid out for the CPU's matrix products, in real arithmetic only: a complex number is a pair of reals
+        next to each other on the last axis (``Re, Im`` of each kept ``k``), and each complex product is real
+        products of the cosine and sine rows. (PyTorch's CPU backward of a complex product with a constant
+        matrix multiplies by its conjugate view and resolves that conjugate matrix by matrix, a copy each:
+        thousands of small operations per layer.) The last axis goes in and out through one real product each
+        way; on every other axis the kept frequencies sit next to each other (``0 .. m_j - 1`` then
+        ``-m_j .. -1``) and one real product with ``[cos; sin]`` (forward) or ``[cos^T, sin^T] / n`` (inverse)
+        makes both parts; the ``2^(d-1)`` weight blocks make one tensor and the channels mix in one batched
+        real product over the modes (:func:`_mix`)."""
         d, real = self.ndim, x.dtype
-        cplx = torch.complex128 if real == torch.float64 else torch.complex64
         n_last, m_last = grid[-1], m[-1]
         # forward, last axis (real input): X_k = sum_x x_x (cos - i sin)(2 pi k x / n), k = 0 .. m_d - 1
         cos, sin = _trig(n_last, range(m_last), real, x.device)  # (m_d, n_d)
         forward = torch.stack((cos.T, -sin.T), dim=-1).reshape(n_last, 2 * m_last)  # columns Re, Im of each k
-        xf = torch.view_as_complex((x @ forward).unflatten(-1, (m_last, 2)))  # (B, C, n_1, ..., n_{d-1}, m_d)
-        # forward, the other axes (complex): rows 0 .. m_j - 1 and -m_j .. -1
-        mats = []
+        xf = x @ forward  # (B, C, n_1, ..., n_{d-1}, 2 m_d): pairs
+        # forward, the other axes: rows 0 .. m_j - 1 and -m_j .. -1 of exp(-i theta) = cos - i sin;
+        # (cos - i sin)(a + i b) = (cos a + sin b) + i (cos b - sin a)
+        trig = []
         for j in range(d - 1):
-            c, s_ = _trig(grid[j], list(range(m[j])) + list(range(-m[j], 0)), real, x.device)
-            e = torch.complex(c, -s_).to(cplx)  # (2 m_j, n_j)
-            mats.append(e)
-            xf = torch.movedim(e @ torch.movedim(xf, 2 + j, -2), -2, 2 + j)
-        out = _mix(xf, self._dft_weight(m).to(cplx))
-        # inverse, the other axes: (1 / n_j) sum_k Y_k exp(+2 pi i k x / n_j)
-        for j, e in enumerate(mats):
-            out = torch.movedim((e.conj().T / grid[j]) @ torch.movedim(out, 2 + j, -2), -2, 2 + j)
+            c, s_ = _trig(grid[j], list(range(m[j])) + list(range(-m[j], 0)), real, x.device)  # (2 m_j, n_j)
+            trig.append((c, s_))
+            both = torch.cat((c, s_)) @ torch.movedim(xf, 2 + j, -2)  # (..., 4 m_j, 2 m_d)
+            ca, sa = both.split(2 * m[j], dim=-2)
+            xf = torch.movedim(ca + _times_minus_i(sa), -2, 2 + j)
+        out = _mix(xf, self._dft_weight(m))
+        # inverse, the other axes: (1 / n_j) sum_k Y_k exp(+i theta), (cos + i sin)(a + i b) = (cos a - sin b) + i (cos b + sin a)
+        for j, (c, s_) in enumerate(trig):
+            y = torch.movedim(out, 2 + j, -2)  # (..., 2 m_j, 2 m_d)
+            back = torch.cat((c.T, s_.T), dim=1) / grid[j]  # (n_j, 4 m_j)
+            out = torch.movedim(back @ torch.cat((y, _times_i(y)), dim=-2), -2, 2 + j)
         # inverse, last axis (real output): (1 / n) sum_k c_k (Re Y_k cos - Im Y_k sin)(2 pi k x / n)
         c_k = torch.full((m_last, 1), 2.0 / n_last, dtype=real, device=x.device)
         c_k[0] = 1.0 / n_last
         if n_last % 2 == 0 and m_last == n_last // 2 + 1:
             c_k[-1] = 1.0 / n_last
         inverse = torch.stack((c_k * cos, -c_k * sin), dim=1).reshape(2 * m_last, n_last)  # rows Re, Im of each k
-        return torch.view_as_real(out).flatten(-2) @ inverse
+        return out @ inverse
 
     def _dft_weight(self, m: tuple[int, ...]) -> torch.Tensor:
-        """The complex weight of every kept mode in the ``"dft"`` layout, ``(in, out, 2 m_1, ..., 2 m_{d-1}, m_d)``:
-        the blocks of :meth:`_kept_weights` side by side, non-negative frequencies first on each non-last axis."""
-        blocks = self._kept_weights(m)
+        """The weight of every kept mode in the ``"dft"`` layout, real pairs, ``(in, out, 2 m_1, ..., 2 m_{d-1}, m_d, 2)``:
+        the blocks of :meth:`_kept_pairs` side by side, non-negative frequencies first on each non-last axis."""
+        blocks = self._kept_pairs(m)
         for axis in reversed(range(self.ndim - 1)):
             blocks = [torch.cat(blocks[i:i + 2], dim=2 + axis) for i in range(0, len(blocks), 2)]
         return blocks[0]
 
 
+def _times_i(v: torch.Tensor) -> torch.Tensor:
+    """``i v`` for complex numbers stored as pairs on the last axis: ``(a, b) -> (-b, a)``."""
+    pairs = v.unflatten(-1, (-1, 2))
+    return torch.stack((-pairs[..., 1], pairs[..., 0]), dim=-1).flatten(-2)
+
+
+def _times_minus_i(v: torch.Tensor) -> torch.Tensor:
+    """``-i v`` for complex numbers stored as pairs on the last axis: ``(a, b) -> (b, -a)``."""
+    pairs = v.unflatten(-1, (-1, 2))
+    return torch.stack((pairs[..., 1], -pairs[..., 0]), dim=-1).flatten(-2)
+
+
 def _mix(x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
-    """``y_{b,o,k} = sum_i x_{b,i,k} w_{i,o,k}`` for ``x (B, I, *modes)`` and ``w (I, O, *modes)``, as one batched
-    product over contiguous modes: the ``einsum`` of the same hands the CPU a strided batch, which it runs matrix by
-    matrix with a copy each (the FFT path, on CUDA and on grids of small primes, keeps the ``einsum``: measured
-    within noise of this on the CPU at 64, 85 and 128)."""
-    batch, out_ch, modes = x.shape[0], w.shape[1], x.shape[2:]
-    y = torch.bmm(x.flatten(2).permute(2, 0, 1).contiguous(), w.flatten(2).permute(2, 0, 1).contiguous())  # (M, B, O)
-    return y.permute(1, 2, 0).reshape(batch, out_ch, *modes)
+    """``y_{b,o,k} = sum_i x_{b,i,k} w_{i,o,k}`` (complex) for ``x (B, I, *modes[:-1], 2 m_d)`` (pairs on the last
+    axis) and ``w (I, O, *modes, 2)``, as one batched real product over the modes:
+    ``[Re x, Im x] [[Re w, Im w], [-Im w, Re w]] = [Re y, Im y]``, each mode's ``(B, 2I) x (2I, 2O)``. The ``einsum``
+    of the same hands the CPU a strided batch, which it runs matrix by matrix with a copy each (the FFT path, on
+    CUDA and on grids of small primes, keeps the complex ``einsum``: measured within noise of this on the CPU at
+    64, 85 and 128)."""
+    batch, in_ch, out_ch = x.shape[0], w.shape[0], w.shape[1]
+    modes = w.shape[2:-1]
+    xm = x.reshape(batch, in_ch, -1, 2).permute(2, 0, 3, 1).reshape(-1, batch, 2 * in_ch)  # (M, B, [Re, Im] x I)
+    wr, wi = w.flatten(2, -2).permute(2, 0, 1, 3).unbind(-1)  # (M, I, O) each
+    wm = torch.cat((torch.cat((wr, wi), dim=2), torch.cat((-wi, wr), dim=2)), dim=1)  # (M, 2I, 2O)
+    y = torch.bmm(xm, wm)  # (M, B, [Re, Im] x O)
+    return y.unflatten(-1, (2, out_ch)).permute(1, 3, 0, 2).reshape(batch, out_ch, *modes[:-1], 2 * modes[-1])
 
 
 #: the transforms of :class:`SpectralConv` (module docstring)
