@@ -1,7 +1,8 @@
 """Before / after on the CPU: ``benchmarks.models`` run from an earlier commit and from this tree, interleaved.
 
     python -m benchmarks.models_ab --before COMMIT [--rounds 4] [--models gnot,gt,fno,tno]
-                                   [--sizes "darcy2d=43;lorenz63=201"] [--threads 1] [--phase-s 4] [--out ...]
+                                   [--sizes "darcy2d=43;lorenz63=201"] [--threads 1] [--phase-s 4]
+                                   [--configfile config/default.yaml] [--out ...]
     python -m benchmarks.models_ab --from-runs DIR --before COMMIT   # summarise runs already made
     python -m benchmarks.models_ab --smoke --out /tmp/ab.json         # one round of benchmarks.models --smoke
                                                                      # against HEAD (seconds; no timing claim)
@@ -44,6 +45,11 @@ def _git(*args: str, cwd: Path = ROOT) -> str:
     return subprocess.run(["git", *args], cwd=cwd, check=True, capture_output=True, text=True).stdout.strip()
 
 
+def _relative(arg: str) -> str:
+    """A command's argument as the result records it: a path inside this tree relative to it."""
+    return str(Path(arg).relative_to(ROOT)) if arg.startswith(str(ROOT) + os.sep) else arg
+
+
 def run_rounds(before: str, rounds: int, bench_args: Sequence[str], runs: Path) -> list[str]:
     """Alternate ``benchmarks.models`` from ``before`` (a temporary worktree) and from this tree; the commands run."""
     commands = []
@@ -57,7 +63,7 @@ def run_rounds(before: str, rounds: int, bench_args: Sequence[str], runs: Path) 
                     cmd = [sys.executable, "-m", "benchmarks.models", *bench_args, "--out", str(out)]
                     print(f"[models_ab] round {k} {version} {time.strftime('%H:%M:%S')} load {os.getloadavg()[0]:.2f}", flush=True)
                     subprocess.run(cmd, cwd=root, env={**os.environ, "PYTHONPATH": str(root)}, check=True, stdout=subprocess.DEVNULL)
-                    shown = [*cmd[1:-1], out.name]  # no path of this machine in the result
+                    shown = [_relative(c) for c in cmd[1:-1]] + [out.name]  # no path of this machine in the result
                     commands.append(f"{version}: (cd {'<worktree of ' + before + '>' if version == 'before' else '.'}) python {' '.join(shown)}")
         finally:
             _git("worktree", "remove", "--force", str(tree))
@@ -108,6 +114,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--sizes", default="darcy2d=43;darcy_continuum2d=52;lorenz63=201")
     p.add_argument("--threads", type=int, default=1)
     p.add_argument("--phase-s", type=float, default=4.0)
+    p.add_argument("--configfile", action="append", default=None,
+                   help="config files both versions read (this tree's; default: each tree its own config/default.yaml), e.g. for a model entry the earlier commit lacks")
     p.add_argument("--from-runs", type=Path, help="summarise the models_{before,after}_K.json in this folder instead of running")
     p.add_argument("--out", type=Path, help=f"result JSON (default {DEFAULT_OUT.relative_to(ROOT)}; --smoke: none unless given)")
     p.add_argument("--smoke", action="store_true", help="one round of benchmarks.models --smoke on --models (default fno) against HEAD")
@@ -119,6 +127,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         bench_args = ["--smoke", "--models", a.models if "--models" in (argv if argv is not None else sys.argv) else "fno"]
     else:
         bench_args = ["--models", a.models, "--sizes", a.sizes, "--threads", str(a.threads), "--phase-s", str(a.phase_s)]
+    for c in a.configfile or []:  # absolute, so that the earlier tree reads this tree's file
+        bench_args += ["--configfile", str(Path(c).resolve())]
     after = _git("rev-parse", "--short", "HEAD") + ("+dirty" if _git("status", "--porcelain", "--untracked-files=no") else "")
     if a.from_runs is not None:
         runs, commands = a.from_runs, None
@@ -133,7 +143,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "after": after,
         "machine": {"cpu": platform.processor() or platform.machine(), "cores": os.cpu_count()},
         "method": "benchmarks.models from the two trees alternately (before, after, ...), each round a whole run; per version the median over the rounds",
-        "bench_args": bench_args,
+        "bench_args": [_relative(x) for x in bench_args],
         "commands": commands,
         **summarise(runs),
     }
