@@ -52,3 +52,33 @@ def test_a_smoke_round_runs_both_trees_and_compares_them(tmp_path: Path) -> None
     assert result["commands"][1] == "after: (cd .) python -m benchmarks.models --smoke --models fno --out models_after_1.json"  # no path of this machine
     assert {r["model"] for r in result["rows"]} == {"fno"} and all(r["rounds"] == 1 and r["train_ratio"] > 0 for r in result["rows"])
     assert worktrees() == had  # the temporary tree of the earlier commit is removed
+
+
+def test_the_trainer_steps_of_pairs_are_compared_per_pair(tmp_path: Path) -> None:
+    from benchmarks.models_ab import summarise_steps
+
+    for k, (b, a) in enumerate([(0.50, 0.46), (0.55, 0.50), (0.50, 0.38)], start=1):
+        (tmp_path / f"steps_before_{k}_0.json").write_text(json.dumps({"pair": "darcy141/gt", "step_s": b}))
+        (tmp_path / f"steps_after_{k}_0.json").write_text(json.dumps({"pair": "darcy141/gt", "step_s": a}))
+    [row] = summarise_steps(tmp_path)["rows"]
+    assert row["pair"] == "darcy141/gt" and row["rounds"] == 3
+    assert row["before"]["train_step_s"] == [0.50, 0.55, 0.50] and row["after"]["train_step_s"] == [0.46, 0.50, 0.38]
+    assert row["train_ratio"] == pytest.approx(0.46 / 0.50)
+    assert "| darcy141/gt | 3 | 0.500 -> 0.460 s | 0.920 |" in markdown({"rows": [row]})
+
+
+def test_a_smoke_round_of_a_pair_times_the_trainer_step_in_both_trees(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    from benchmarks.models_ab import ROOT
+
+    out = tmp_path / "ab.json"
+    run = subprocess.run([sys.executable, "-m", "benchmarks.models_ab", "--smoke", "--pairs", "darcy/fno", "--out", str(out)],
+                         cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert run.returncode == 0, run.stdout + run.stderr
+    result = json.loads(out.read_text())
+    assert [r["pair"] for r in result["rows"]] == ["darcy/fno"] and result["rows"][0]["rounds"] == 1
+    assert result["commands"][1] == ("after: (cd .) OPFLOW_CPU_HEAP=keep python -m benchmarks.cpu_heap --child darcy/fno "
+                                     "--configfile config/default.yaml --steps 1 --warmup 1 --threads 1")  # no path of this machine
+    assert result["machine"]["cpu_identity"] is not None
