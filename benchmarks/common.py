@@ -70,9 +70,10 @@ def summary(values: Sequence[float]) -> dict[str, float]:
 
 def cpu_identity() -> dict[str, Any]:
     """What tells two machines apart when their names do not (a VM's CPU reads "AMD EPYC"): ``/proc/cpuinfo``'s model
-    name, family, model and stepping, and the L2 / L3 cache sizes the kernel reports for CPU 0. The same code's
-    trainer steps measured 3x longer on a Zen 3 with a 32 MiB L3 (family 25, model 1) than on the machine of the
-    session before, whose identity was not recorded. Empty where there is no ``/proc/cpuinfo`` (not Linux)."""
+    name, family, model and stepping, whether it has AVX-512 (torch's CPU kernels dispatch to it), and the L2 / L3
+    cache sizes the kernel reports for CPU 0. The same code's trainer steps measured 2.5-3x longer on a Zen 3
+    without AVX-512 (family 25, model 1, 32 MiB L3) than on the AVX-512 machine of the session before, whose
+    identity was not recorded. Empty where there is no ``/proc/cpuinfo`` (not Linux)."""
     out: dict[str, Any] = {}
     try:
         with open("/proc/cpuinfo") as fh:
@@ -83,6 +84,8 @@ def cpu_identity() -> dict[str, Any]:
                 key, value = key.strip(), value.strip()
                 if key in ("model name", "cpu family", "model", "stepping"):
                     out[key.replace(" ", "_")] = int(value) if value.isdigit() else value
+                elif key == "flags":
+                    out["avx512"] = "avx512f" in value.split()
     except OSError:
         return out
     for index in sorted(Path("/sys/devices/system/cpu/cpu0/cache").glob("index*")):
