@@ -16,7 +16,6 @@ import json
 import os
 import platform
 from collections.abc import Callable, Sequence
-from pathlib import Path
 from typing import Any
 
 from opflow.atomic import atomic_write_text
@@ -68,40 +67,12 @@ def summary(values: Sequence[float]) -> dict[str, float]:
     return {"median": float(np.median(v)), "min": float(v.min()), "max": float(v.max())}
 
 
-def cpu_identity() -> dict[str, Any]:
-    """What tells two machines apart when their names do not (a VM's CPU reads "AMD EPYC"): ``/proc/cpuinfo``'s model
-    name, family, model and stepping, whether it has AVX-512 (torch's CPU kernels dispatch to it), and the L2 / L3
-    cache sizes the kernel reports for CPU 0. The same code's trainer steps measured 2.5-3x longer on a Zen 3
-    without AVX-512 (family 25, model 1, 32 MiB L3) than on the AVX-512 machine of the session before, whose
-    identity was not recorded. Empty where there is no ``/proc/cpuinfo`` (not Linux)."""
-    out: dict[str, Any] = {}
-    try:
-        with open("/proc/cpuinfo") as fh:
-            for line in fh:
-                if not line.strip():
-                    break  # the first CPU's block
-                key, _, value = line.partition(":")
-                key, value = key.strip(), value.strip()
-                if key in ("model name", "cpu family", "model", "stepping"):
-                    out[key.replace(" ", "_")] = int(value) if value.isdigit() else value
-                elif key == "flags":
-                    out["avx512"] = "avx512f" in value.split()
-    except OSError:
-        return out
-    for index in sorted(Path("/sys/devices/system/cpu/cpu0/cache").glob("index*")):
-        try:
-            level, kind, size = ((index / f).read_text().strip() for f in ("level", "type", "size"))
-        except OSError:
-            continue
-        if kind in ("Unified", "Data") and level in ("2", "3"):
-            out[f"l{level}"] = size
-    return out
-
-
 def machine(loadavg_start: list[float] | None, *, packages: Sequence[str] | None = None, **extra: Any) -> dict[str, Any]:
     """The ``machine`` block of a result: CPU count, processor, platform, load average at start
     (``loadavg_start``, taken by the caller) and now (``loadavg_end``), then ``extra`` and, when
     ``packages`` is given, :func:`versions` of them (with ``python``)."""
+    from opflow.runtime import cpu_identity  # not at module level: it imports numpy and torch (module docstring)
+
     block: dict[str, Any] = {
         "cpu_count": os.cpu_count(),
         "processor": platform.processor() or platform.machine(),

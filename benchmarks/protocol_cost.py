@@ -687,14 +687,9 @@ def summarize(result: Mapping[str, Any]) -> list[str]:
 def _cpu_model() -> str:
     import platform
 
-    try:
-        with open("/proc/cpuinfo") as fh:
-            for line in fh:
-                if line.lower().startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine()
+    from opflow.runtime import cpu_identity
+
+    return cpu_identity().get("model_name") or platform.processor() or platform.machine()
 
 
 def main(argv: Sequence[str] | None = None) -> int:

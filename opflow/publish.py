@@ -53,14 +53,9 @@ def machine() -> dict[str, Any]:
     """What ran it: the processor, logical cores, OS, Python and torch versions."""
     import torch
 
-    cpu = platform.processor() or platform.machine()
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
+    from opflow.runtime import cpu_identity
+
+    cpu = cpu_identity().get("model_name") or platform.processor() or platform.machine()
     return {
         "cpu": cpu,
         "logical_cores": os.cpu_count(),

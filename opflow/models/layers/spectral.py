@@ -163,7 +163,7 @@ class SpectralConv(nn.Module):
             trig.append((c, s_))
             both = torch.cat((c, s_)) @ torch.movedim(xf, 2 + j, -2)  # (..., 4 m_j, 2 m_d)
             ca, sa = both.split(2 * m[j], dim=-2)
-            xf = torch.movedim(ca + _times_minus_i(sa), -2, 2 + j)
+            xf = torch.movedim(ca - _times_i(sa), -2, 2 + j)
         out = _mix(xf, self._dft_weight(m))
         # inverse, the other axes: (1 / n_j) sum_k Y_k exp(+i theta), (cos + i sin)(a + i b) = (cos a - sin b) + i (cos b + sin a)
         for j, (c, s_) in enumerate(trig):
@@ -191,12 +191,6 @@ def _times_i(v: torch.Tensor) -> torch.Tensor:
     """``i v`` for complex numbers stored as pairs on the last axis: ``(a, b) -> (-b, a)``."""
     pairs = v.unflatten(-1, (-1, 2))
     return torch.stack((-pairs[..., 1], pairs[..., 0]), dim=-1).flatten(-2)
-
-
-def _times_minus_i(v: torch.Tensor) -> torch.Tensor:
-    """``-i v`` for complex numbers stored as pairs on the last axis: ``(a, b) -> (b, -a)``."""
-    pairs = v.unflatten(-1, (-1, 2))
-    return torch.stack((pairs[..., 1], -pairs[..., 0]), dim=-1).flatten(-2)
 
 
 def _mix(x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
