@@ -67,7 +67,7 @@ from opflow.data.views import kind_of, make_dataset
 from opflow.inference import batch_squared_sums, load_model, load_normalizers, predict_batch
 from opflow.metrics import relative_l2_groups, summary
 from opflow.records import Results, file_sha256
-from opflow.runtime import PeakMemory, choose_device, keep_cpu_heap, set_threads
+from opflow.runtime import PeakMemory, choose_device, flush_cpu_denormals, keep_cpu_heap, set_threads
 
 log = logging.getLogger("opflow.evaluate")
 
@@ -175,6 +175,7 @@ def evaluate(
     dev = choose_device(device or cfg.device)
     if dev.type == "cpu":
         keep_cpu_heap()
+        flush_cpu_denormals()
     model, rec = load_model(model_path, dev)
     norms = load_normalizers(rec, dev)
     t = rec.task

@@ -146,6 +146,7 @@ from opflow.runtime import (
     DistInfo,
     barrier,
     compile_unsupported,
+    flush_cpu_denormals,
     folder_lock,
     init_distributed,
     keep_cpu_heap,
@@ -511,6 +512,8 @@ class Trainer:
             self.use_compile = False
         #: glibc keeps the freed memory for the next tensors (process-wide; :func:`opflow.runtime.keep_cpu_heap`)
         self.cpu_heap = dev.type == "cpu" and keep_cpu_heap()
+        #: subnormal floats flushed to zero on the CPU (process-wide; :func:`opflow.runtime.flush_cpu_denormals`)
+        self.cpu_denormals_flushed = dev.type == "cpu" and flush_cpu_denormals()
         self.progress = _progress_default(info) if progress is None else (progress and info.is_main)
         self.data_file = Path(data_file)
         self.out_dir = Path(out_dir)
@@ -538,6 +541,7 @@ class Trainer:
         on = [name for name, flag in (
             ("bf16 autocast", self.autocast), ("TF32 products", self.tf32), ("torch.compile", self.use_compile),
             ("CUDA graphs", self.cuda_graphs), ("glibc heap kept", self.cpu_heap),
+            ("denormals flushed", self.cpu_denormals_flushed),
         ) if flag]
         return f" ({', '.join(on)})" if on else ""
 

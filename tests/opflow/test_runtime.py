@@ -118,6 +118,45 @@ def test_the_environment_can_leave_glibc_as_it_is() -> None:
     assert after >= 0.5 * before > 0, (before, after)
 
 
+#: a child process: 2 threads multiply 40,000 rows by a weight whose first column is subnormal (stored, as a
+#: trained checkpoint holds it), after flush_cpu_denormals() was called before any parallel work
+DENORMAL_PROBE = """
+import torch
+from opflow.runtime import flush_cpu_denormals
+applied = flush_cpu_denormals()
+torch.set_num_threads(2)
+w = torch.ones(8, 4)
+w[:, 0] = 1e-39
+y = torch.ones(40_000, 8) @ w
+print(applied, int((y[:, 0] != 0).sum()), float(y[:, 1].min()))
+"""
+
+
+def denormal_probe(setting: str) -> tuple[str, int, float]:
+    env = os.environ | {runtime.CPU_DENORMALS_ENV: setting}
+    out = subprocess.run([sys.executable, "-c", DENORMAL_PROBE], capture_output=True, text=True, check=True, env=env).stdout.split()
+    return out[0], int(out[1]), float(out[2])
+
+
+@pytest.mark.skipif(not torch.set_flush_denormal(False), reason="this CPU has no flush-to-zero flags")
+def test_subnormal_numbers_read_and_come_out_as_zero_on_every_thread_after_the_flush() -> None:
+    """The flags are per thread; torch's worker threads take them from the thread that starts them, so the product's
+    rows computed on the second thread are zero too (8 x 1e-39 would be a subnormal 8e-39 without the flags)."""
+    applied, nonzero, normal = denormal_probe("flush")
+    assert applied == "True" and nonzero == 0 and normal == 8.0
+
+
+def test_the_environment_can_keep_subnormal_arithmetic() -> None:
+    applied, nonzero, normal = denormal_probe("keep")
+    assert applied == "False" and nonzero == 40_000 and normal == 8.0
+
+
+def test_an_unknown_denormal_setting_is_refused_naming_the_values(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(runtime.CPU_DENORMALS_ENV, "zero")
+    with pytest.raises(ConfigError, match="OPFLOW_CPU_DENORMALS='zero' in the environment: use 'flush' \\(the default\\) or 'keep'"):
+        runtime.flush_cpu_denormals()
+
+
 def test_an_unknown_heap_setting_is_refused_naming_the_values(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv(runtime.CPU_HEAP_ENV, "off")
     with pytest.raises(ConfigError, match="OPFLOW_CPU_HEAP='off' in the environment: use 'keep' \\(the default\\) or 'default'"):

@@ -29,8 +29,10 @@ ROOT = Path(__file__).resolve().parents[2]
 
 def cpu_start_line(*settings: str) -> str:
     """The log's start line from the device on, for a CPU run with ``settings`` on: glibc's kept heap is one
-    wherever the C library is glibc (opflow.runtime.keep_cpu_heap)."""
-    on = [*settings, *(["glibc heap kept"] if runtime._glibc() is not None else [])]
+    wherever the C library is glibc (opflow.runtime.keep_cpu_heap), flushed denormals wherever the CPU has the flags
+    (opflow.runtime.flush_cpu_denormals)."""
+    on = [*settings, *(["glibc heap kept"] if runtime._glibc() is not None else []),
+          *(["denormals flushed"] if runtime.flush_cpu_denormals() else [])]
     return "on cpu x 1" + (f" ({', '.join(on)})" if on else "") + ", epochs"
 
 
