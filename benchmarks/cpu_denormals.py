@@ -46,6 +46,8 @@ OUT = "benchmarks/results/cpu_denormals_cpu.json"
 #: the checkpoint measured by default: the CPU's training of FNO2d 1cycle on Darcy 141
 CHECKPOINT = "darcy141/fno2d_1cycle=models/darcy141_fno2d_1cycle/checkpoint.pt"
 SETTINGS = ("keep", "flush")
+#: a full run needs a trained checkpoint (``make bench`` skips it without ``--extra cpu_denormals='--checkpoint ...'``)
+BENCH_REQUIRES = ["--checkpoint"]
 SUBNORMAL = 1e-39
 #: the operation alone: rows of x, and the subnormal columns of w of its 128
 OP_ROWS, OP_SUBNORMAL_COLUMNS = 4 * 141 * 141, 12
