@@ -31,16 +31,13 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import statistics
-import subprocess
 import sys
 import time
 from pathlib import Path
 from typing import Any
 
-from benchmarks.common import summary
-from benchmarks.cpu_lever import lever_arguments, lever_finish, lever_result
+from benchmarks.cpu_lever import alternate_children, child_timing, lever_arguments, lever_finish, lever_result
 
 OUT = "benchmarks/results/cpu_denormals_cpu.json"
 #: the checkpoint measured by default: the CPU's training of FNO2d 1cycle on Darcy 141
@@ -125,34 +122,20 @@ def child(pair: str, checkpoint: str | None, a: argparse.Namespace) -> dict[str,
 
 
 def timing(pair: str, checkpoint: str | None, setting: str, a: argparse.Namespace) -> dict[str, Any]:
-    cmd = [sys.executable, "-m", "benchmarks.cpu_denormals", "--child", pair, "--configfile", a.configfile,
-           "--steps", str(a.steps), "--warmup", str(a.warmup), "--threads", str(a.threads), *(["--smoke"] if a.smoke else []),
-           *(["--checkpoint", f"{pair}={checkpoint}"] if checkpoint else [])]
-    proc = subprocess.run(cmd, capture_output=True, text=True, env=os.environ | {"OPFLOW_CPU_DENORMALS": setting})
-    if proc.returncode != 0:
-        raise SystemExit(f"benchmarks.cpu_denormals: the {setting} child of {pair} failed:\n{proc.stderr[-2000:]}")
-    r = json.loads(proc.stdout.strip().splitlines()[-1])
-    if r["workers_flushed"] != (setting == "flush"):
-        raise SystemExit(f"benchmarks.cpu_denormals: the {setting} child of {pair} ran with workers_flushed={r['workers_flushed']}")
-    return r
+    extra = (*(["--smoke"] if a.smoke else []), *(["--checkpoint", f"{pair}={checkpoint}"] if checkpoint else []))
+    return child_timing("benchmarks.cpu_denormals", pair, a, {"OPFLOW_CPU_DENORMALS": setting}, extra, check=("workers_flushed", setting == "flush"))
 
 
 def pair_result(pair: str, checkpoint: str | None, a: argparse.Namespace) -> dict[str, Any]:
     from opflow.records import file_sha256
 
-    runs: dict[str, list[dict[str, Any]]] = {s: [] for s in SETTINGS}
-    for _ in range(a.rounds):
-        for setting in SETTINGS:
-            runs[setting].append(timing(pair, checkpoint, setting, a))
+    steps, runs = alternate_children(lambda setting: timing(pair, checkpoint, setting, a), SETTINGS, a.rounds, ("op_ms",))
     first = runs["keep"][0]
     out: dict[str, Any] = {"pair": pair, "weights": "trained" if checkpoint else "fresh", "epoch": first.get("epoch", 0),
                            "checkpoint": checkpoint and {"file": Path(checkpoint).name, "sha256": file_sha256(checkpoint)},
                            "subnormal_entries": {k: {"subnormal": c[0], "of": c[1]} for k, c in first["subnormal"].items()}}
-    for setting, rs in runs.items():
-        out[f"{setting}_step_s"] = summary([r["step_s"] for r in rs]) | {"all": [r["step_s"] for r in rs]}
-        out[f"{setting}_op_ms"] = [r["op_ms"] for r in rs]
+    out |= steps
     k, f = out["keep_step_s"]["median"], out["flush_step_s"]["median"]
-    out["ratio"] = k / f
     out["op_ratio"] = statistics.median(out["keep_op_ms"]) / statistics.median(out["flush_op_ms"])
     print(f"step {pair} ({out['weights']}, epoch {out['epoch']}): kept {1e3 * k:.1f} ms, flushed {1e3 * f:.1f} ms, ratio {k / f:.3f}; "
           f"op {statistics.median(out['keep_op_ms']):.1f} against {statistics.median(out['flush_op_ms']):.1f} ms")

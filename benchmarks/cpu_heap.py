@@ -20,14 +20,12 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import statistics
-import subprocess
 import sys
 from typing import Any
 
-from benchmarks.common import status_kib, summary
-from benchmarks.cpu_lever import lever_arguments, lever_finish, lever_result
+from benchmarks.common import status_kib
+from benchmarks.cpu_lever import alternate_children, child_timing, lever_arguments, lever_finish, lever_result
 
 OUT = "benchmarks/results/cpu_heap_cpu.json"
 #: the pairs of config/queue.yaml's cpu: list still to train
@@ -62,30 +60,12 @@ def child(pair: str, configfile: str, steps: int, warmup: int) -> dict[str, Any]
 
 
 def timing(pair: str, setting: str, a: argparse.Namespace) -> dict[str, Any]:
-    cmd = [sys.executable, "-m", "benchmarks.cpu_heap", "--child", pair, "--configfile", a.configfile,
-           "--steps", str(a.steps), "--warmup", str(a.warmup), "--threads", str(a.threads)]
-    env = os.environ | {"OPFLOW_CPU_HEAP": setting}
-    proc = subprocess.run(cmd, capture_output=True, text=True, env=env)
-    if proc.returncode != 0:
-        raise SystemExit(f"benchmarks.cpu_heap: the {setting} child of {pair} failed:\n{proc.stderr[-2000:]}")
-    r = json.loads(proc.stdout.strip().splitlines()[-1])
-    if r["heap_kept"] != (setting == "keep"):
-        raise SystemExit(f"benchmarks.cpu_heap: the {setting} child of {pair} ran with heap_kept={r['heap_kept']}")
-    return r
+    return child_timing("benchmarks.cpu_heap", pair, a, {"OPFLOW_CPU_HEAP": setting}, check=("heap_kept", setting == "keep"))
 
 
 def pair_result(pair: str, a: argparse.Namespace) -> dict[str, Any]:
-    runs: dict[str, list[dict[str, Any]]] = {s: [] for s in SETTINGS}
-    for _ in range(a.rounds):
-        for setting in SETTINGS:
-            runs[setting].append(timing(pair, setting, a))
-    out: dict[str, Any] = {}
-    for setting, rs in runs.items():
-        out[f"{setting}_step_s"] = summary([r["step_s"] for r in rs]) | {"all": [r["step_s"] for r in rs]}
-        out[f"{setting}_faults_per_step"] = [r["faults_per_step"] for r in rs]
-        out[f"{setting}_peak_rss_mib"] = [r["peak_rss_mib"] for r in rs]
+    out, _ = alternate_children(lambda setting: timing(pair, setting, a), SETTINGS, a.rounds, ("faults_per_step", "peak_rss_mib"))
     d, k = out["default_step_s"]["median"], out["keep_step_s"]["median"]
-    out["ratio"] = d / k
     print(f"step {pair}: default {1e3 * d:.1f} ms ({statistics.median(out['default_faults_per_step']):.0f} faults), "
           f"kept {1e3 * k:.1f} ms ({statistics.median(out['keep_faults_per_step']):.0f} faults), ratio {d / k:.3f}")
     return out

@@ -21,7 +21,7 @@ from typing import Any
 
 from benchmarks.common import loadavg, machine, summary, utc_timestamp, versions, write_json_atomic
 
-__all__ = ["alternate", "lever_arguments", "lever_finish", "lever_main", "lever_result", "pair_trainer", "step_times"]
+__all__ = ["alternate", "alternate_children", "child_timing", "lever_arguments", "lever_finish", "lever_main", "lever_result", "pair_trainer", "step_times"]
 
 
 def alternate(fn: Any, switch: Any, rounds: int) -> dict[bool, list[float]]:
@@ -34,6 +34,48 @@ def alternate(fn: Any, switch: Any, rounds: int) -> dict[bool, list[float]]:
             out[setting].append(fn())
     switch(True)
     return out
+
+
+def child_timing(
+    module: str, pair: str, a: argparse.Namespace, env: dict[str, str], extra: tuple[str, ...] = (),
+    check: tuple[str, Any] | None = None,
+) -> dict[str, Any]:
+    """One timing of ``pair`` in a fresh ``python -m <module> --child PAIR`` (the step options of ``a`` and ``extra``
+    passed on, ``env`` added to the environment): its JSON result line. ``check = (key, value)``: the child must
+    report ``value`` under ``key`` (the setting it ran with), else the benchmark stops."""
+    import json
+    import os
+    import subprocess
+    import sys
+
+    cmd = [sys.executable, "-m", module, "--child", pair, "--configfile", a.configfile,
+           "--steps", str(a.steps), "--warmup", str(a.warmup), "--threads", str(a.threads), *extra]
+    proc = subprocess.run(cmd, capture_output=True, text=True, env=os.environ | env)
+    if proc.returncode != 0:
+        raise SystemExit(f"{module}: the {env} child of {pair} failed:\n{proc.stderr[-2000:]}")
+    r = json.loads(proc.stdout.strip().splitlines()[-1])
+    if check is not None and r[check[0]] != check[1]:
+        raise SystemExit(f"{module}: the {env} child of {pair} ran with {check[0]}={r[check[0]]}")
+    return r
+
+
+def alternate_children(
+    timing: Callable[[str], dict[str, Any]], settings: tuple[str, str], rounds: int, fields: tuple[str, ...],
+) -> tuple[dict[str, Any], dict[str, list[dict[str, Any]]]]:
+    """A lever whose setting holds for a whole process: ``timing(setting)`` (one fresh child process's result, with
+    its ``step_s``) for each of the two ``settings``, alternated ``rounds`` times. Returns the summary (per setting
+    ``<setting>_step_s``: median and spread with ``all``, and ``<setting>_<field>``: the list of each of ``fields``;
+    ``ratio``: the first setting's median step over the second's) and the children's results per setting."""
+    runs: dict[str, list[dict[str, Any]]] = {s: [] for s in settings}
+    for _ in range(rounds):
+        for setting in settings:
+            runs[setting].append(timing(setting))
+    out: dict[str, Any] = {}
+    for setting, rs in runs.items():
+        out[f"{setting}_step_s"] = summary([r["step_s"] for r in rs]) | {"all": [r["step_s"] for r in rs]}
+        out |= {f"{setting}_{field}": [r[field] for r in rs] for field in fields}
+    out["ratio"] = out[f"{settings[0]}_step_s"]["median"] / out[f"{settings[1]}_step_s"]["median"]
+    return out, runs
 
 
 @contextlib.contextmanager
