@@ -15,6 +15,8 @@
     opflow report RESULT.json ...  results beside the published numbers -> Markdown + HTML page
     opflow bench [--smoke]         every benchmarks/*.py -> benchmarks/results/*.json + SUMMARY.md
     opflow docs [--check]          rewrite the tables of README.md and docs/*.md made from committed records
+    opflow scales CKPT --data FILE each block's output scale on a few test samples (a collapsed run: where
+                                   its output stopped depending on the input)
 
 Commands that need torch import it inside their function, so the data commands stay fast.
 """
@@ -604,6 +606,21 @@ def _docs_args(p: argparse.ArgumentParser) -> None:
 def _docs(a: argparse.Namespace) -> int:
     """The generated tables of the README and docs/ (:mod:`opflow.doc_tables`); --check: exit 1 when one is stale."""
     from opflow.doc_tables import run
+
+    return run(a)
+
+
+def _scales_args(p: argparse.ArgumentParser) -> None:
+    from opflow.layer_scales import add_arguments
+
+    add_arguments(p)
+
+
+@command("scales", _scales_args)
+@_learning_command
+def _scales(a: argparse.Namespace) -> int:
+    """Each block's output scale on a few test samples (:mod:`opflow.layer_scales`): where a collapsed run lost its input."""
+    from opflow.layer_scales import run
 
     return run(a)
 

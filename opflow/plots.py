@@ -11,6 +11,8 @@
   rows (truth, prediction, error) at a few predicted frames.
 * :func:`plot_series`: 1-D series: truth and prediction against the coordinate (time), one panel
   per output channel, plus the error.
+* :func:`plot_scales`: each module's mean output magnitude on a few test samples, in forward order, for
+  several checkpoints (:mod:`opflow.layer_scales`: where a collapsed run lost its input).
 * :func:`plot_mesh`: fields on meshes / point clouds with ``tripcolor``: truth, prediction and
   error. The triangles come from the cells when given (:func:`cell_triangles`: Q9 / Q4
   quadrilaterals and P2 / P1 triangles split into linear triangles through their nodes) or
@@ -316,3 +318,32 @@ def plot_mesh(
     if title:
         fig.suptitle(title)
     return save_figure(fig, path)
+
+
+def plot_scales(results: Sequence[Mapping[str, Any]], path: str | os.PathLike, labels: Sequence[str] | None = None, title: str = "") -> Path:
+    """:func:`opflow.layer_scales.scales` results on one log axis: mean |output| per module (forward order), one line
+    per file; a hollow marker where the output does not depend on the input (``dependence`` 0). An output of zero
+    is drawn on the axis' floor, a decade below the smallest nonzero value."""
+    fig = figure(figsize=(max(6.0, 0.32 * max(len(r["modules"]) for r in results) + 2), 4.2), layout="constrained")
+    ax = fig.subplots()
+    nonzero = [m["mean_abs"] for r in results for m in r["modules"] if m["mean_abs"] > 0]
+    floor = min(nonzero, default=1.0) / 10
+    for i, r in enumerate(results):
+        rows = r["modules"]
+        x = np.arange(len(rows))
+        y = np.array([m["mean_abs"] if m["mean_abs"] > 0 else floor for m in rows])
+        label = labels[i] if labels else Path(r["file"]).name
+        (line,) = ax.plot(x, y, "o-", ms=3.5, lw=1.2, label=label)
+        dead = np.array([m["dependence"] == 0 for m in rows])
+        if dead.any():
+            ax.plot(x[dead], y[dead], "o", ms=9, mfc="none", color=line.get_color())
+    names = [m["module"] for m in results[0]["modules"]]
+    ax.set_xticks(np.arange(len(names)), names, rotation=70, ha="right", fontsize=7)
+    ax.set_yscale("log")
+    ax.axhline(floor, color="0.5", lw=0.8, ls=":")
+    ax.set_ylabel(f"mean |output| ({results[0]['samples']} test samples; dotted: 0)")
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8, title="hollow: same output for every input", title_fontsize=7)
+    ax.set_title(title or "output scale per module")
+    return save_figure(fig, path)
+

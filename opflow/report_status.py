@@ -52,7 +52,7 @@ from opflow.report_format import hours
 #: ours / published within this band of 1 counts as reproduced
 TOLERANCE = 0.20
 #: an epoch is above when its loss exceeds this times the lowest before it (training.divergence_factor's default)
-DIVERGENCE_FACTOR = 10.0
+DIVERGENCE_FACTOR = 5.0
 #: the keys of an entry of ``published/diverged.yaml``
 DIVERGED_FIELDS = {"curves", "figure", "diagnostic", "note"}
 
@@ -326,7 +326,7 @@ def classify(
         v = facts.diverged[pair]
         total = f" of {cost.epochs}" if cost and cost.epochs else ""
         why = (f"diverged at epoch {v.began}, stopped at {v.stopped}{total}" if v.began else f"stopped at epoch {v.stopped}{total}")
-        return Status.DIVERGED, why + (f"; {v.note}" if v.note else "")
+        return Status.DIVERGED, _with_queue(why + (f"; {v.note}" if v.note else ""), pair, facts)
     if pair in facts.unfinished:
         u = facts.unfinished[pair]
         total = f" of {cost.epochs}" if cost and cost.epochs else ""

@@ -50,9 +50,10 @@ def test_a_divergence_begins_where_the_loss_stays_far_above_its_lowest() -> None
 
 def test_the_committed_diverged_runs_are_read_with_their_epochs() -> None:
     got = load_diverged(REPO / "published/diverged.yaml", REPO)
-    assert set(got) == {("burgers2048", "ft1d"), ("burgers", "ft1d")}
+    assert set(got) == {("burgers2048", "ft1d"), ("burgers", "ft1d"), ("darcy_inverse141_eps0", "gt_inverse")}
     assert (got[("burgers2048", "ft1d")].began, got[("burgers2048", "ft1d")].stopped) == (26, 29)  # the README's account
     assert (got[("burgers", "ft1d")].began, got[("burgers", "ft1d")].stopped) == (31, 59)
+    assert (got[("darcy_inverse141_eps0", "gt_inverse")].began, got[("darcy_inverse141_eps0", "gt_inverse")].stopped) == (26, 32)
     assert all(v.curves.is_file() and v.figure and v.figure.is_file() for v in got.values())
 
 
@@ -109,12 +110,13 @@ def test_the_status_of_a_number_without_a_result_follows_the_records_in_order(tm
 
 
 def test_a_row_not_run_or_unfinished_says_where_its_pair_stands_in_the_queue(tmp_path: Path) -> None:
-    """facts.queued (opflow.queue.standing) is added to the why of a row too costly, not run yet or unfinished, and to
-    no other: a row with a result or without data says its own."""
-    queued = {p: f"queued {p[0]}" for p in [("a", "m"), ("a", "n"), ("b", "m"), ("z", "m")]}
+    """facts.queued (opflow.queue.standing) is added to the why of a row too costly, not run yet, unfinished or
+    diverged (a diverged pair stays in the queue, blocked with the reason), and to no other: a row with a result or
+    without data says its own."""
+    queued = {p: f"queued {p[0]}" for p in [("a", "m"), ("a", "n"), ("b", "m"), ("z", "m"), ("b", "n")]}
     facts = Facts(
         datasets=frozenset({"a", "b"}), models=frozenset({"m", "n"}), costs={("a", "m"): Cost(10.0, False, 2.5, "2-core CPU", 100)},
-        unfinished={("b", "m"): Unfinished(tmp_path, 8)}, queued=queued,
+        unfinished={("b", "m"): Unfinished(tmp_path, 8)}, queued=queued, diverged={("b", "n"): Diverged(tmp_path / "c.json", 26, 32, note="seed 0")},
     )  # fmt: skip
 
     def why(pair: tuple[str, str], **kw: object) -> tuple[Status, str]:
@@ -124,6 +126,7 @@ def test_a_row_not_run_or_unfinished_says_where_its_pair_stands_in_the_queue(tmp
     assert why(("a", "m")) == (Status.COSTLY, "over the 2.5 h budget on the 2-core CPU; queued a")
     assert why(("b", "m")) == (Status.UNFINISHED, "8 epochs trained; queued b")
     assert why(("a", "n")) == (Status.NOT_YET, "cost not measured; queued a")
+    assert why(("b", "n")) == (Status.DIVERGED, "diverged at epoch 26, stopped at 32; seed 0; queued b")
     assert why(("z", "m")) == (Status.NO_DATA, "opflow has no generator or file for z")
     assert why(("a", "m"), has_result=True, protocol=True, ours=1.0, ratio=1.0) == (Status.REPRODUCED, "")
 

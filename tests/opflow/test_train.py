@@ -328,21 +328,33 @@ def _train_losses(path: Path) -> list[float]:
     return [row["train_loss"] for row in json.loads(path.read_text())]
 
 
-def test_the_default_divergence_rule_stops_the_two_collapsed_runs_and_none_of_the_converged_ones() -> None:
+#: the recorded runs that collapsed, and the epoch where the default rule stops each
+COLLAPSED = {
+    "burgers2048_ft1d_seed0_diverged_curves.json": 28,
+    "burgers8192_ft1d_seed0_diverged_curves.json": 33,
+    "darcy_inverse141_eps0_gt_inverse_seed0_collapsed_curves.json": 28,
+}
+
+
+def test_the_default_divergence_rule_stops_the_three_collapsed_runs_and_none_of_the_converged_ones() -> None:
     """Read from the recorded curves. The Fourier Transformer on Burgers collapsed at the 1cycle peak twice
-    (seed 0, n = 2048 and n = 8192: train rel L2 about 0.02, then 10^2-10^3, then 1.0035 for ever after);
-    with the defaults (10 x, 3 epochs in a row) they stop at epochs 28 and 33. Every published run and
-    every converged diagnostic passes, four of them through a single epoch of 970-6400 x their best loss
-    (the 1cycle peak), one of those (n = 2048, seed 1) through two epochs in a row above 160 x."""
+    (seed 0, n = 2048 and n = 8192: train rel L2 about 0.02, then 10^2-10^3, then 1.0035 for ever after),
+    and the inverse-problem GT on Darcy 141 once (0.0505, then 0.406, then 0.504 flat: 9.98 x its best,
+    a constant output); with the defaults (5 x, 3 epochs in a row) they stop at epochs 28, 33 and 28.
+    Every published run and every converged diagnostic passes (on 2026-11-29 none had 3 epochs in a row
+    above 2.6 x its best),
+    four of them through a single epoch of 970-6400 x their best loss (the 1cycle peak), one of those
+    (n = 2048, seed 1) through two epochs in a row above 160 x."""
     defaults = TrainConfig()
     rule = {"factor": defaults.divergence_factor, "patience": defaults.divergence_patience}
-    assert rule == {"factor": 10.0, "patience": 3}
+    assert rule == {"factor": 5.0, "patience": 3}
     diag = ROOT / "benchmarks" / "results" / "diagnostics"
-    for name, stop in [("burgers2048_ft1d_seed0_diverged_curves.json", 28), ("burgers8192_ft1d_seed0_diverged_curves.json", 33)]:
+    for name, stop in COLLAPSED.items():
         losses = _train_losses(diag / name)
         first = next(k for k in range(1, len(losses) + 1) if diverged_since(losses[:k], **rule) is not None)
         assert first == stop, name
-    converged = sorted((ROOT / "published").glob("*/curves.json")) + [p for p in sorted(diag.glob("*_curves.json")) if "diverged" not in p.name]
+    assert diverged_since(_train_losses(diag / "darcy_inverse141_eps0_gt_inverse_seed0_collapsed_curves.json"), factor=10, patience=3) is None  # why 5, not 10
+    converged = sorted((ROOT / "published").glob("*/curves.json")) + [p for p in sorted(diag.glob("*_curves.json")) if p.name not in COLLAPSED]
     assert len(converged) >= 23  # the finished runs and the runs in progress (darcy_ono, the CPU's pair)
     spiked = 0
     for path in converged:
@@ -371,8 +383,9 @@ def test_a_diverged_run_stops_with_the_epochs_named_and_resumes_with_the_check_o
 
     monkeypatch.setattr(opflow.train_step, "training_loss", blown_up)
     with pytest.raises(TrainingDiverged, match=r"^toy_mlp: the run diverged: the training loss \(.* in epochs 3-5\) has stayed above "
-                                              r"10 x its lowest \(.*, epoch 2\) for 3 epochs \(the checkpoint is left as it was, written "
-                                              r"before epoch 5\)\. Change training\.seed, lower training\.lr, or set "
+                                              r"5 x its lowest \(.*, epoch 2\) for 3 epochs \(the checkpoint is left as it was, written "
+                                              r"before epoch 5; `opflow scales \S+checkpoint\.pt --data \S+` shows where its output stopped "
+                                              r"depending on the input\)\. Change training\.seed, lower training\.lr, or set "
                                               r"training\.divergence_factor: null to train on$"):
         train(run, data, tmp_path, progress=False)
     assert len(steps) == 15 and torch.load(tmp_path / CHECKPOINT_NAME, weights_only=False)["epoch"] == 4
