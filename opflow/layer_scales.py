@@ -10,6 +10,9 @@ forward pass calls them) this measures, on the first ``samples`` test samples of
   output at one point and channel changes with the input;
 * ``dependence``: ``across_samples / mean_abs`` (0 where the output is the same for every input).
 
+Every entry counts, the padding of point clouds of unequal sizes too (where it is zero, a smaller mean and a
+larger spread); the samples are the file's first, so two checkpoints of one run are compared on the same inputs.
+
 The model is rebuilt from a training checkpoint (``checkpoint.pt``: its weights, normalisers and run) or
 a finished ``model.pt``, in eval mode (no dropout), on the CPU. ``opflow scales`` prints the table, and
 writes it as JSON (``--json``) and draws it (``--png``, :func:`opflow.plots.plot_scales`). Found with it (docs/reproductions.md, "Not there yet"): the inverse-problem GT on Darcy
