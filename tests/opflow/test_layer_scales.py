@@ -4,6 +4,7 @@ layer (the collapse of a run to a constant output) shows as zero dependence on t
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 
 import pytest
@@ -36,6 +37,15 @@ def test_a_checkpoint_and_a_model_file_give_one_row_per_module_in_forward_order(
         assert r["samples"] == 3 and [m["module"] for m in r["modules"]] == MLP_MODULES
         for row in r["modules"]:
             assert row["mean_abs"] > 0 and 0 < row["dependence"] == pytest.approx(row["across_samples"] / row["mean_abs"])
+
+
+def test_an_attention_model_gives_finite_rows_that_depend_on_the_input(trained: tuple[Path, Path, Path], tmp_path: Path) -> None:
+    """The tiny ONO of the tests (orthogonal attention, its own sub-modules returning tuples are skipped)."""
+    data = trained[0]
+    res = train(toy_run(data, "ono", epochs=1), data, tmp_path, progress=False)
+    rows = scales(res.model_path, data, samples=3)["modules"]
+    assert len(rows) >= 5 and all(math.isfinite(r["mean_abs"]) and math.isfinite(r["dependence"]) for r in rows)
+    assert rows[-1]["dependence"] > 0
 
 
 def test_a_dead_hidden_layer_shows_as_zero_dependence_from_there_on(trained: tuple[Path, Path, Path], tmp_path: Path) -> None:
