@@ -16,8 +16,8 @@ larger spread); the samples are the file's first, so two checkpoints of one run 
 The model is rebuilt from a training checkpoint (``checkpoint.pt``: its weights, normalisers and run) or
 a finished ``model.pt``, in eval mode (no dropout), on the CPU. ``opflow scales`` prints the table, and
 writes it as JSON (``--json``) and draws it (``--png``, :func:`opflow.plots.plot_scales`). Found with it (docs/reproductions.md, "Not there yet"): the inverse-problem GT on Darcy
-141, collapsed in epoch 26, had a residual stream growing about 25x per encoder layer, to 7.8e4 after the last
-one (5e6 by epoch 32), and a decoder whose 192 hidden SiLU units were all far negative, so that its output was
+141, collapsed in epoch 26, had a residual stream growing 5-25x per encoder layer, from 0.24 after the first to
+7.8e4 after the last (5e6 by epoch 32), and a decoder whose 192 hidden SiLU units were all far negative, so that its output was
 the last bias alone.
 """
 

@@ -97,7 +97,7 @@ A run that diverged without a non-finite loss stops too, with :class:`TrainingDi
 epochs before it (:func:`diverged_since`). The Fourier Transformer on Burgers did this at the 1cycle
 peak, twice (n = 2048 and 8192, seed 0): train rel L2 0.022, then 648, then 1.0035, a zero output,
 for every later epoch; the inverse-problem GT on Darcy 141 went from 0.0505 to 0.504, a constant
-output (its residual stream grew about 25x per layer and the decoder's hidden units all died). The check runs before the epoch's checkpoint, so the checkpoint holds the
+output (its residual stream grew 5-25x per layer and the decoder's hidden units all died). The check runs before the epoch's checkpoint, so the checkpoint holds the
 epoch before the one that stopped the run (with ``checkpoint_every: 1``); a rerun stops again at the same epoch, and
 ``divergence_factor: null`` (operational, like the patience) resumes and trains on.
 
