@@ -4,6 +4,7 @@ process group (Snakemake and its job), its state in a folder of its own."""
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import subprocess
 import time
@@ -129,6 +130,7 @@ def test_snapshot_writes_where_the_run_stands_and_publishes_it_once_finished(tmp
     # a queue of one pair, on the CPU (whatever trains on the CPU today)
     (repo / "config/queue.yaml").write_text('queue:\n  - {pair: darcy141/gt, gpu_minutes: 10, source: "a test"}\ncpu:\n  - {pair: darcy141/gt, note: "a test"}\n')
     pair, target = "darcy141_gt", "results/darcy141_gt.json"
+    shutil.rmtree(repo / "published" / pair, ignore_errors=True)  # a fresh pair here: not the page of the tree's own run of it
     listed = subprocess.run(["python3", "-m", "opflow.cli", "queue", "--cpu-targets"], cwd=repo, env=env, capture_output=True, text=True, check=True)
     assert listed.stdout.split() == [target]
     models = repo / "models" / pair

@@ -6,6 +6,7 @@ from __future__ import annotations
 import hashlib
 import io
 import json
+import shutil
 import subprocess
 import tarfile
 from pathlib import Path
@@ -32,6 +33,9 @@ def _state(out: Path, pair: str, epochs: int) -> None:
 def test_an_unfinished_pair_is_kept_with_its_checkpoint_and_a_page_of_where_it_stands(tmp_path: Path) -> None:
     repo, env = repository_copy(tmp_path)  # the script writes published/ and .device-state of its own tree
     pair = "darcy141_gt"
+    shutil.rmtree(repo / "published" / pair, ignore_errors=True)  # a fresh pair here: not the page of the tree's own run of it
+    real = ROOT / "published" / pair  # this tree's own files of the pair (a page while the CPU trains it), left alone
+    before = {f.name: f.read_bytes() for f in real.iterdir()} if real.is_dir() else None
     _state(tmp_path / "files_at", pair, epochs=3)
     run = subprocess.run([str(repo / "scripts/queue_pull.sh"), str(tmp_path / "files_at")], cwd=repo, env=env, capture_output=True, text=True, timeout=300)
     assert run.returncode == 0, run.stdout + run.stderr
@@ -52,4 +56,4 @@ def test_an_unfinished_pair_is_kept_with_its_checkpoint_and_a_page_of_where_it_s
     assert "| epochs done | 3 of 100, the last one finished 2026-11-27T10:03:00+00:00 " in page
     assert "| left | 97 epochs: about 0.1 h at that median" in page
     assert f"| {pair.replace('_', '/', 1)} | in progress (3 of 100 epochs) |" in run.stdout  # the queue's new state
-    assert not (ROOT / "published" / pair).exists()
+    assert ({f.name: f.read_bytes() for f in real.iterdir()} if real.is_dir() else None) == before
