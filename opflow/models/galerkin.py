@@ -37,7 +37,9 @@ The 2D network (Appendix B, Figures 5-7, Table 5), on an ``n_f x n_f`` input gri
 4. **Decoder**: the fine-grid coordinates concatenated, a linear map to ``decoder_width``, then
    ``decoder_layers`` spectral layers ``h <- act(K h + W h)`` (``K`` the FNO spectral convolution,
    :class:`opflow.models.layers.SpectralConv`, ``modes`` per axis, no batch norm), and the
-   point-wise head ``Linear -> act -> Linear`` (``proj_width`` hidden units). ``decoder:
+   point-wise head ``Linear -> act -> Linear`` (``proj_width`` hidden units). The first linear map is computed
+   before the up-sampler's last interpolation, which it commutes with (the same function, a tenth less time per
+   step on a CPU: :meth:`GalerkinTransformer._decode_upsampled`). ``decoder:
    pointwise`` (the inverse problem, Example 3) is ``Linear`` + ``decoder_layers`` x (``Linear``,
    act) + ``Linear`` instead.
 
@@ -148,8 +150,12 @@ class CnnUpsampler(nn.Module):
         super().__init__()
         self.conv = ConvBlock(width, width, act, dropout)
 
+    def features(self, x: Tensor, middle: Sequence[int]) -> Tensor:
+        """``act(conv(interp_m(x)))``: the up-sampler before its last interpolation."""
+        return self.conv(_interp(x, middle))
+
     def forward(self, x: Tensor, middle: Sequence[int], fine: Sequence[int]) -> Tensor:
-        return _interp(self.conv(_interp(x, middle)), fine)
+        return _interp(self.features(x, middle), fine)
 
 
 class SpectralDecoder(nn.Module):
@@ -176,6 +182,10 @@ class SpectralDecoder(nn.Module):
     def forward(self, h: Tensor, x: Tensor) -> Tensor:
         if self.fc is not None:
             h = self.fc(torch.cat([h, x], -1))
+        return self.body(h)
+
+    def body(self, h: Tensor) -> Tensor:
+        """The decoder after its first linear map (``h``: ``width`` channels, channel-last)."""
         for spec, lin in zip(self.spectral, self.bypass):
             k = spec(self.dropout(h).movedim(-1, 1)).movedim(1, -1)
             h = self.act(k + lin(h))
@@ -198,6 +208,10 @@ class PointwiseDecoder(nn.Module):
     def forward(self, h: Tensor, x: Tensor) -> Tensor:
         if self.fc is not None:
             h = self.fc(torch.cat([h, x], -1))
+        return self.body(h)
+
+    def body(self, h: Tensor) -> Tensor:
+        """The decoder after its first linear map (``h``: ``width`` channels, channel-last)."""
         return self.out(self.ff(h))
 
 
@@ -284,6 +298,9 @@ class GalerkinTransformer(OperatorModel):
         if sampler == "cnn" and coord_dim != 2:
             raise ConfigError(f"sampler 'cnn' (the 2D interpolation CNN) needs 2D grids, got coordinates of dimension {coord_dim}; use sampler: none")
         self.sampler, self.decoder_kind, self.output_grid = sampler, decoder, output_grid
+        #: the decoder's first linear map before the up-sampler's last interpolation (:meth:`_decode_upsampled`); False:
+        #: after it, as Figure 7 draws it. The same function: a switch for its test and ``benchmarks/gt_lift_order.py``
+        self.lift_first = True
         self.coarse_ratio, self.coarse_sizes = float(coarse_ratio), tuple((int(f), int(c)) for f, c in coarse_sizes)
         if sampler == "cnn":
             self.down: nn.Module = CnnDownsampler(in_channels, width, down_act, down_dropout)
@@ -312,6 +329,24 @@ class GalerkinTransformer(OperatorModel):
         """``(middle, coarse)`` grid shapes of the CNN samplers for the input grid ``fine``."""
         coarse = tuple(coarse_size(n, self.coarse_ratio, self.coarse_sizes) for n in fine)
         return tuple(middle_size(n, c) for n, c in zip(fine, coarse)), coarse
+
+    def _decode_upsampled(self, z: Tensor, grid: Sequence[int], x_grid: Tensor) -> Tensor:
+        """``decoder(interp_f(z), x)`` at the input grid's points, the decoder's first linear map taken before the last
+        interpolation of the up-sampler.
+
+        That map is ``fc([h, x]) = W_h h + W_x x + b``, and bilinear interpolation is, per channel, a combination of
+        neighbouring values with weights that sum to one; so ``W_h interp_f(z) = interp_f(W_h z)``, and
+        ``fc([interp_f(z), x]) = interp_f(W_h z) + W_x x + b``: the same function and gradients (to rounding), with the
+        ``width`` -> ``decoder_width`` map (128 -> 32 for Darcy) on the intermediate grid (78 x 78 for 141) and only
+        ``decoder_width`` channels interpolated to the input grid, not ``width``: no ``width``-channel tensor of the
+        input grid's size, which on a CPU made the step wait on memory (``benchmarks/gt_lift_order.py``, docs/costs.md).
+        ``z``: ``(B, width, m1, m2)``; returns ``(B, *grid, out)``.
+        """
+        fc = self.decoder.fc
+        w_h, w_x = fc.weight[:, : z.shape[1]], fc.weight[:, z.shape[1] :]
+        zh = F.linear(z.movedim(1, -1), w_h).movedim(-1, 1)  # (B, decoder_width, m1, m2)
+        h = _interp(zh, grid).movedim(1, -1) + F.linear(x_grid, w_x, fc.bias)
+        return self.decoder.body(h)
 
     def forward(
         self,
@@ -346,7 +381,10 @@ class GalerkinTransformer(OperatorModel):
         elif self.output_grid == "coarse":  # the up-sampler's convolution on the attention grid itself
             h, x_field = self.up(y.transpose(1, 2).reshape(B, -1, *coarse), coarse, coarse).movedim(1, -1), pos.reshape(B, *coarse, -1)
         else:
-            h, x_field = self.up(y.transpose(1, 2).reshape(B, -1, *coarse), middle, grid).movedim(1, -1), x_grid  # (B, *grid, d)
+            z = self.up.features(y.transpose(1, 2).reshape(B, -1, *coarse), middle)  # (B, d, m1, m2)
+            if self.lift_first and self.decoder.fc is not None and is_self_query(coords, query):
+                return self._decode_upsampled(z, grid, x_grid).reshape(B, N, -1)
+            h, x_field = _interp(z, grid).movedim(1, -1), x_grid  # (B, *grid, d)
         self_query = is_self_query(coords, query)
         if self_query and x_field is x_grid:
             return self.decoder(h, x_grid).reshape(B, N, -1)

@@ -29,7 +29,8 @@ def test_the_two_settings_alternate_and_the_second_is_left_in_force() -> None:
 
 
 @pytest.mark.parametrize("name, labels", [("dropout", ("torch", "opflow")), ("spectral", ("fft", "auto")),
-                                          ("mask_layout", ("contiguous", "input_layout"))])
+                                          ("mask_layout", ("contiguous", "input_layout")),
+                                          ("gt_lift_order", ("after", "first"))])
 def test_a_smoke_run_times_the_trainers_step_under_both_settings(tmp_path: Path, name: str, labels: tuple[str, str]) -> None:
     import importlib
 

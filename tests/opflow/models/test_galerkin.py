@@ -225,6 +225,29 @@ def test_outputs_at_query_points_interpolate_the_grid_output_and_other_resolutio
         torch.testing.assert_close(inv(g, a, query=g[:, idx], grid_shape=(n, n)), inv(g, a, grid_shape=(n, n))[:, idx], rtol=1e-10, atol=1e-12)
 
 
+def test_the_decoders_first_map_before_the_last_interpolation_is_the_same_function_and_gradient():
+    """``lift_first`` (the default) applies the decoder's ``fc([h, x])`` to the up-sampler's features on the
+    intermediate grid and interpolates its ``decoder_width`` channels, not ``width``; bilinear interpolation is linear
+    per channel with weights summing to one, so the outputs and every parameter's gradient equal Figure 7's order
+    (interpolate, then the map) to rounding, for both decoders and both attentions (17 -> middle 12 -> coarse 9)."""
+    n = 17
+    g, a = grid2d(n, 2), torch.randn(2, n * n, 1)
+    for spec in ({"arch": "gt"}, {"arch": "ft"}, {"arch": "gt", "decoder": "pointwise", "decoder_layers": 1}):
+        m = gt(**{**SMALL2D, **spec})
+        assert m.grids((n, n)) == ((12, 12), (9, 9))
+        out, grads = {}, {}
+        for first in (True, False):
+            m.lift_first = first
+            m.zero_grad()
+            out[first] = m(g, a, grid_shape=(n, n))
+            (out[first] ** 2).sum().backward()
+            grads[first] = {k: p.grad.clone() for k, p in m.named_parameters()}
+        torch.testing.assert_close(out[True], out[False], rtol=1e-12, atol=1e-13)
+        assert set(grads[True]) == set(grads[False]) and all(g.abs().sum() > 0 for g in grads[True].values())
+        for k in grads[True]:
+            torch.testing.assert_close(grads[True][k], grads[False][k], rtol=1e-10, atol=1e-12, msg=k)
+
+
 def test_inverse_network_decodes_on_the_coarse_grid():
     """output_grid: coarse (Example 3): the up-sampler's convolution and the point-wise decoder act on
     the attention grid (17 -> 5 here, the inverse view's block-averaged target grid); outputs at the
