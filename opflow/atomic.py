@@ -278,3 +278,17 @@ def atomic_write_text(path: str | os.PathLike[str], text: str) -> None:
     """Write ``text`` to ``path`` atomically (readable by everyone, like a plain ``open``)."""
     with atomic_path(path) as tmp:
         tmp.write_text(text)
+
+
+def atomic_link(source: str | os.PathLike[str], path: str | os.PathLike[str]) -> None:
+    """Make ``path`` the file ``source`` is now, atomically: a hard link (no copy; a later atomic replacement of
+    ``source`` leaves ``path`` as it was), or a copy where the file system has no hard links."""
+    import shutil
+
+    with atomic_path(path) as tmp:
+        try:
+            os.link(source, tmp)
+        except OSError as e:
+            if e.errno not in (errno.EPERM, errno.EXDEV, errno.EMLINK, errno.ENOTSUP, errno.EOPNOTSUPP):
+                raise
+            shutil.copyfile(source, tmp)

@@ -38,7 +38,9 @@ checkpoint; ``restart_if_changed=True`` sets it aside only when it does not matc
 does: Snakemake reruns a training job only when its config, code or data changed; the old file
 stays as ``checkpoint.discarded-<UTC time>.pt``, since only ``restart`` deletes one). When training
 completes, ``model.pt`` (everything evaluation needs) is written atomically and the checkpoint is
-removed.
+removed. ``checkpoint.lowest-loss.pt`` beside it is the checkpoint of the epoch with the lowest
+training loss so far (a hard link, no copy: :meth:`Trainer.keep_lowest`), the state before a run
+went wrong; it goes, or is set aside, with the checkpoint.
 
 A finished run is not trained again: when the model file exists, no checkpoint is there, and the
 file records this run's hash and data fingerprint (hence its epochs, which the hash covers), the
@@ -98,7 +100,8 @@ epochs before it (:func:`diverged_since`). The Fourier Transformer on Burgers di
 peak, twice (n = 2048 and 8192, seed 0): train rel L2 0.022, then 648, then 1.0035, a zero output,
 for every later epoch; the inverse-problem GT on Darcy 141 went from 0.0505 to 0.504, a constant
 output (its residual stream grew 5-25x per layer and the decoder's hidden units all died). The check runs before the epoch's checkpoint, so the checkpoint holds the
-epoch before the one that stopped the run (with ``checkpoint_every: 1``); a rerun stops again at the same epoch, and
+epoch before the one that stopped the run (with ``checkpoint_every: 1``), and ``checkpoint.lowest-loss.pt`` the
+epoch of the lowest loss, which the message names; a rerun stops again at the same epoch, and
 ``divergence_factor: null`` (operational, like the patience) resumes and trains on.
 
 One training per output folder at a time: a call holds ``<out_dir>/.lock``
@@ -131,7 +134,7 @@ from typing import Any
 
 import torch
 
-from opflow.atomic import atomic_path, atomic_write_text
+from opflow.atomic import atomic_link, atomic_path, atomic_write_text
 from opflow.config import TrainConfig, diff_keys, run_hash, run_identity
 from opflow.data.errors import ConfigError
 from opflow.data.device_batches import DeviceBatches, item_nbytes, uniform_reason
@@ -171,6 +174,8 @@ log = logging.getLogger("opflow.train")
 
 CHECKPOINT_FORMAT = "opflow-checkpoint/1"
 CHECKPOINT_NAME = "checkpoint.pt"
+#: beside the checkpoint: the checkpoint of the epoch with the lowest training loss so far (:meth:`Trainer.keep_lowest`)
+LOWEST_CHECKPOINT_NAME = "checkpoint.lowest-loss.pt"
 LOG_NAME = "train.log"
 #: the curves of the folder's model file (``curves.csv/json/png``)
 CURVES_STEM = "curves"
@@ -520,6 +525,8 @@ class Trainer:
         self.out_dir = Path(out_dir)
         self.out_dir.mkdir(parents=True, exist_ok=True)
         self.ckpt_path = self.out_dir / CHECKPOINT_NAME
+        self.lowest_path = self.out_dir / LOWEST_CHECKPOINT_NAME
+        self.lowest_epoch: int | None = None  # the epoch whose checkpoint lowest_path holds
         self.log_path = self.out_dir / LOG_NAME
         self.model_path = Path(output) if output is not None else self.out_dir / "model.pt"
         self.run = dict(run)
@@ -736,6 +743,7 @@ class Trainer:
             if ck is None:
                 if info.is_main and restart:
                     self.ckpt_path.unlink(missing_ok=True)
+                    self.lowest_path.unlink(missing_ok=True)
             else:
                 self._restore(ck)
                 self._note(logging.INFO, "%s: resuming after epoch %d of %d from %s", self.name, self.start_epoch, self.cfg.epochs, self.ckpt_path)
@@ -768,6 +776,8 @@ class Trainer:
             n += 1
             kept = self.ckpt_path.with_name(f"{self.ckpt_path.stem}.discarded-{stamp}-{n}{self.ckpt_path.suffix}")
         os.replace(self.ckpt_path, kept)
+        if self.lowest_path.exists():  # the old run's, beside it: checkpoint.lowest-loss.discarded-<time>.pt
+            os.replace(self.lowest_path, self.lowest_path.with_name(kept.name.replace(self.ckpt_path.stem, self.lowest_path.stem, 1)))
         return kept
 
     def _restore(self, ck: Mapping[str, Any]) -> None:
@@ -787,6 +797,7 @@ class Trainer:
                 torch.manual_seed(cfg.seed + 1_000_003 * info.rank)
         self.loader_gen.set_state(ck["loader_generator"])
         self.start_epoch, self.curves, self.train_time = int(ck["epoch"]), list(ck["curves"]), float(ck["train_time_s"])
+        self.lowest_epoch = ck.get("lowest_loss_epoch")
 
     def epoch(self, epoch: int) -> dict[str, Any]:
         """Train one pass over the training split (0-based ``epoch``), then the test error when due.
@@ -841,9 +852,9 @@ class Trainer:
                 raise self._stop(TrainingDiverged(
                     f"{self.name}: the run diverged: the training loss ({', '.join(f'{v:.4g}' for v in losses[since - 1:])} in epochs "
                     f"{since}-{epoch + 1}) has stayed above {cfg.divergence_factor:g} x its lowest ({lowest:.4g}, epoch "
-                    f"{losses.index(lowest) + 1}) for {cfg.divergence_patience} epochs (the checkpoint is left as it was, written before epoch {epoch + 1}; "
-                    f"`opflow scales {self.ckpt_path} --data {self.data_file}` shows where its output stopped depending on the input). Change "
-                    "training.seed, lower training.lr, or set training.divergence_factor: null to train on"
+                    f"{losses.index(lowest) + 1}) for {cfg.divergence_patience} epochs (the checkpoint is left as it was, written before epoch {epoch + 1}"
+                    f"{self._lowest_note()}; `opflow scales {self._scales_files()} --data {self.data_file}` shows where its output stopped "
+                    "depending on the input). Change training.seed, lower training.lr, or set training.divergence_factor: null to train on"
                 ))
         test_rel = None
         last = epoch + 1 == cfg.epochs
@@ -860,6 +871,15 @@ class Trainer:
                 ("  " + time_left(self.curves, cfg.epochs)).rstrip(),
             )
         return row
+
+    def _lowest_note(self) -> str:
+        """Where the checkpoint of the lowest loss is, for the divergence message ("" when there is none)."""
+        if self.lowest_epoch is None or not self.lowest_path.exists():
+            return ""
+        return f"; {self.lowest_path} holds the one of epoch {self.lowest_epoch}, the lowest loss"
+
+    def _scales_files(self) -> str:
+        return f"{self.lowest_path} {self.ckpt_path}" if self._lowest_note() else str(self.ckpt_path)
 
     def _note_pace(self, epoch: int, steps: int, seconds: float) -> None:
         """Log the pace of the epoch running (0-based ``epoch``) after ``steps`` steps and ``seconds``: the
@@ -940,6 +960,7 @@ class Trainer:
                 self.save_model(stop_at)
                 write_curves(self.curves, self.out_dir, png=True, title=self.name)
                 self.ckpt_path.unlink(missing_ok=True)
+                self.lowest_path.unlink(missing_ok=True)
                 for suffix in (".json", ".csv", ".png"):
                     (self.out_dir / f"{CHECKPOINT_CURVES_STEM}{suffix}").unlink(missing_ok=True)
                 self._note(logging.INFO, "%s: wrote %s (%.1f s of training)", self.name, self.model_path, self.train_time)
@@ -957,11 +978,29 @@ class Trainer:
         return error
 
     def _checkpoint_with_curves(self, epochs_done: int) -> int:
-        """:meth:`save_checkpoint`, then the curves so far (rank 0); returns ``epochs_done``."""
+        """:meth:`save_checkpoint` and :meth:`keep_lowest`, then the curves so far (rank 0); returns ``epochs_done``."""
+        lowest = bool(self.curves) and self.curves[-1]["epoch"] == epochs_done and float(self.curves[-1]["train_loss"]) <= min(
+            float(r["train_loss"]) for r in self.curves
+        )
+        if lowest:
+            self.lowest_epoch = epochs_done
         self.save_checkpoint(epochs_done)
         if self.info.is_main:
+            if lowest:
+                self.keep_lowest()
             write_curves(self.curves, self.out_dir, stem=self._curves_stem())
         return epochs_done
+
+    def keep_lowest(self) -> None:
+        """Make ``checkpoint.lowest-loss.pt`` the checkpoint just written (a hard link: no copy, and no space while
+        the two are the same file), when its epoch has the lowest training loss so far.
+
+        The checkpoint itself is replaced after every epoch, so a run stopped by the divergence check (or by hand, after
+        it went wrong) would otherwise keep only a state from after the trouble began: this file is the state before
+        it, to resume with other settings or to look into with ``opflow scales``. It goes with the checkpoint: removed
+        when the run completes or restarts, set aside with it when the run changed. The checkpoint records its epoch
+        (``lowest_loss_epoch``)."""
+        atomic_link(self.ckpt_path, self.lowest_path)
 
     def _curves_stem(self) -> str:
         """Where the curves of this run go before it completes: ``curves.*``, or beside the checkpoint
@@ -991,6 +1030,7 @@ class Trainer:
                 "data_fingerprint": self.fingerprint,
                 "train_time_s": self.train_time,
                 "world_size": self.info.world_size,
+                "lowest_loss_epoch": self.lowest_epoch,
             },
             self.ckpt_path,
         )

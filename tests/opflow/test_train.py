@@ -19,7 +19,7 @@ from opflow.inference import load_model
 from opflow.records import ModelRecord
 from opflow import runtime
 from opflow.runtime import FolderBusyError, compile_unsupported
-from opflow.train import CHECKPOINT_NAME, LOG_NAME, RunMismatchError, TrainingDiverged, diverged_since, train
+from opflow.train import CHECKPOINT_NAME, LOG_NAME, LOWEST_CHECKPOINT_NAME, RunMismatchError, TrainingDiverged, diverged_since, train
 
 from learning_helpers import grid_dataset, toy_run
 
@@ -384,16 +384,57 @@ def test_a_diverged_run_stops_with_the_epochs_named_and_resumes_with_the_check_o
     monkeypatch.setattr(opflow.train_step, "training_loss", blown_up)
     with pytest.raises(TrainingDiverged, match=r"^toy_mlp: the run diverged: the training loss \(.* in epochs 3-5\) has stayed above "
                                               r"5 x its lowest \(.*, epoch 2\) for 3 epochs \(the checkpoint is left as it was, written "
-                                              r"before epoch 5; `opflow scales \S+checkpoint\.pt --data \S+` shows where its output stopped "
-                                              r"depending on the input\)\. Change training\.seed, lower training\.lr, or set "
+                                              r"before epoch 5; \S+checkpoint\.lowest-loss\.pt holds the one of epoch 2, the lowest loss; "
+                                              r"`opflow scales \S+checkpoint\.lowest-loss\.pt \S+checkpoint\.pt --data \S+` shows where its "
+                                              r"output stopped depending on the input\)\. Change training\.seed, lower training\.lr, or set "
                                               r"training\.divergence_factor: null to train on$"):
         train(run, data, tmp_path, progress=False)
     assert len(steps) == 15 and torch.load(tmp_path / CHECKPOINT_NAME, weights_only=False)["epoch"] == 4
+    lowest = torch.load(tmp_path / LOWEST_CHECKPOINT_NAME, weights_only=False)
+    assert lowest["epoch"] == 2 and lowest["lowest_loss_epoch"] == 2  # the state before the loss blew up
     assert "ERROR" in (tmp_path / LOG_NAME).read_text() and "the run diverged" in (tmp_path / LOG_NAME).read_text()
     with pytest.raises(TrainingDiverged, match="in epochs 3-5"):  # a rerun stops at the same epoch
         train(run, data, tmp_path, progress=False)
     res = train(deep_merge(run, {"training": {"divergence_factor": None}}), data, tmp_path, progress=False)
     assert res.complete and res.resumed_from == 4 and res.epochs_done == 6
+
+
+def test_the_checkpoint_of_the_lowest_loss_is_kept_beside_the_checkpoint_and_goes_with_it(
+    data: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``checkpoint.lowest-loss.pt`` is the same file as the checkpoint while each epoch lowers the loss (a hard link:
+    no space), stays at the lowest epoch when the loss rises, survives a resume with its epoch recorded, and is removed
+    with the checkpoint when the run completes."""
+    import opflow.train_step
+
+    run = run_of(data, epochs=5)  # 3 steps per epoch
+    real, steps = opflow.train_step.training_loss, []
+
+    def bumpy(*a, **k):
+        steps.append(1)
+        return real(*a, **k) * (3.0 if 6 < len(steps) <= 12 else 1.0)  # epochs 3 and 4: 3 x the loss
+
+    monkeypatch.setattr(opflow.train_step, "training_loss", bumpy)
+    train(run, data, tmp_path, progress=False, max_epochs_this_call=2)
+    ck, low = tmp_path / CHECKPOINT_NAME, tmp_path / LOWEST_CHECKPOINT_NAME
+    assert os.path.samefile(ck, low) and torch.load(low, weights_only=False)["lowest_loss_epoch"] == 2
+    train(run, data, tmp_path, progress=False, max_epochs_this_call=2)  # resumed: epochs 3-4, higher losses
+    assert not os.path.samefile(ck, low)
+    assert torch.load(low, weights_only=False)["epoch"] == 2 and torch.load(ck, weights_only=False)["lowest_loss_epoch"] == 2
+    res = train(run, data, tmp_path, progress=False)
+    assert res.complete and not ck.exists() and not low.exists()
+
+
+def test_a_changed_run_sets_the_lowest_loss_checkpoint_aside_with_its_checkpoint_and_a_restart_removes_it(data: Path, tmp_path: Path) -> None:
+    run = run_of(data, epochs=4)
+    train(run, data, tmp_path, progress=False, max_epochs_this_call=1)
+    train(deep_merge(run, {"training": {"lr": 5e-3}}), data, tmp_path, progress=False, max_epochs_this_call=1, restart_if_changed=True)
+    [kept] = tmp_path.glob("checkpoint.discarded-*.pt")
+    [kept_low] = tmp_path.glob("checkpoint.lowest-loss.discarded-*.pt")
+    assert kept_low.name == kept.name.replace("checkpoint", "checkpoint.lowest-loss", 1) and os.path.samefile(kept, kept_low)
+    assert os.path.samefile(tmp_path / CHECKPOINT_NAME, tmp_path / LOWEST_CHECKPOINT_NAME)  # the new run's own
+    train(run, data, tmp_path, progress=False, max_epochs_this_call=0, restart=True)
+    assert not (tmp_path / CHECKPOINT_NAME).exists() and not (tmp_path / LOWEST_CHECKPOINT_NAME).exists()
 
 
 def test_a_finished_run_is_not_trained_again_and_another_run_does_not_replace_it(
