@@ -180,9 +180,7 @@ def evaluate(
     norms = load_normalizers(rec, dev)
     t = rec.task
     task = Task(tuple(t["inputs"]), tuple(t["outputs"]))
-    view = rec.view
-    if view is None and t.get("view_kind"):
-        view = {"kind": t["view_kind"]}  # the view the model was trained on, inferred then
+    view = rec.trained_view()
     name = f"{rec.dataset}_{rec.model}"
 
     files: dict[str, dict[str, Any]] = {}

@@ -65,7 +65,7 @@ def load_trained(path: str | os.PathLike[str], data: str | os.PathLike[str]) -> 
     except RecordError as e:
         raise ConfigError(f"{e}; or give a training checkpoint (checkpoint.pt)") from None
     t = rec.task
-    ds = make_dataset(data, "test", Task(tuple(t["inputs"]), tuple(t["outputs"])), rec.view, purpose="rollout")
+    ds = make_dataset(data, "test", Task(tuple(t["inputs"]), tuple(t["outputs"])), rec.trained_view(), purpose="rollout")
     return model, load_normalizers(rec), ds
 
 

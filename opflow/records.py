@@ -273,6 +273,13 @@ class ModelRecord(_Record, Mapping[str, Any]):
     created: str
     """UTC time the file was written, ISO 8601."""
 
+    def trained_view(self) -> dict[str, Any] | None:
+        """The view to read data with as the model was trained: :attr:`view`, or for a file written before views
+        were recorded, the view kind its task names (``None``: the dataset's default view)."""
+        if self.view is None and self.task.get("view_kind"):
+            return {"kind": self.task["view_kind"]}
+        return self.view
+
     # read-only mapping over the file's keys
     def __getitem__(self, key: str) -> Any:
         if key == "format":

@@ -78,6 +78,17 @@ def test_model_record_round_trip_through_the_file(tmp_path: Path) -> None:
         back["nope"]
 
 
+def test_the_view_to_read_data_with_is_the_recorded_one_else_the_kind_the_task_names() -> None:
+    """Evaluation and ``opflow scales`` read the data through the same view as the training (one rule, here)."""
+    import dataclasses
+
+    rec = model_record()
+    assert rec.trained_view() is None  # neither recorded: the dataset's default view
+    old = dataclasses.replace(rec, task={**rec.task, "view_kind": "window"})
+    assert old.trained_view() == {"kind": "window"}  # a file from before views were recorded
+    assert dataclasses.replace(old, view={"kind": "grid"}).trained_view() == {"kind": "grid"}  # the recorded one wins
+
+
 def test_results_round_trip_through_json(tmp_path: Path) -> None:
     r = results()
     path = r.save(tmp_path / "r.json")
