@@ -230,7 +230,9 @@ if want queue; then  # the queue's next pairs with what is left, all trainings s
             pair="$(basename "$t" .json)"  # the queue chose it only with the checkpoint here, its pointer's size and hash
             if [[ -f "published/$pair/checkpoint.json" ]]; then
                 mkdir -p "models/$pair"
-                cp ".lease-state/$pair/checkpoint.pt" "models/$pair/" || { say "queue: .lease-state/$pair/checkpoint.pt missing"; exit 1; }
+                # a copy renamed into place: a checkpoint there may share its file with checkpoint.lowest-loss.pt (a hard link)
+                cp ".lease-state/$pair/checkpoint.pt" "models/$pair/.checkpoint.pt.restoring" && mv -f "models/$pair/.checkpoint.pt.restoring" "models/$pair/checkpoint.pt" \
+                    || { say "queue: .lease-state/$pair/checkpoint.pt missing"; exit 1; }
                 for f in train.log curves.csv curves.json; do [[ -f "published/$pair/$f" ]] && cp "published/$pair/$f" "models/$pair/"; done
                 say "restored .lease-state/$pair/checkpoint.pt"
             fi
