@@ -166,6 +166,7 @@ NATURAL_DATASETS: dict[str, str] = {
     "fno": "darcy",
     "deeponet": "darcy",
     "gt_inverse": "darcy_inverse141_eps0",
+    "gt_inverse_regular": "darcy_inverse141_eps0",
     "gt1d": "burgers",
     "ft1d": "burgers",
     "fno1d": "burgers",
