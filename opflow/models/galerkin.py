@@ -38,8 +38,8 @@ The 2D network (Appendix B, Figures 5-7, Table 5), on an ``n_f x n_f`` input gri
    ``decoder_layers`` spectral layers ``h <- act(K h + W h)`` (``K`` the FNO spectral convolution,
    :class:`opflow.models.layers.SpectralConv`, ``modes`` per axis, no batch norm), and the
    point-wise head ``Linear -> act -> Linear`` (``proj_width`` hidden units). The first linear map is computed
-   before the up-sampler's last interpolation, which it commutes with (the same function, a tenth less time per
-   step on a CPU: :meth:`GalerkinTransformer._decode_upsampled`). ``decoder:
+   before the up-sampler's last interpolation, which it commutes with (the same function; the CPU step 1.09-1.13x
+   shorter: :meth:`GalerkinTransformer._decode_upsampled`). ``decoder:
    pointwise`` (the inverse problem, Example 3) is ``Linear`` + ``decoder_layers`` x (``Linear``,
    act) + ``Linear`` instead.
 
@@ -339,7 +339,7 @@ class GalerkinTransformer(OperatorModel):
         ``fc([interp_f(z), x]) = interp_f(W_h z) + W_x x + b``: the same function and gradients (to rounding), with the
         ``width`` -> ``decoder_width`` map (128 -> 32 for Darcy) on the intermediate grid (78 x 78 for 141) and only
         ``decoder_width`` channels interpolated to the input grid, not ``width``: no ``width``-channel tensor of the
-        input grid's size, which on a CPU made the step wait on memory (``benchmarks/gt_lift_order.py``, docs/costs.md).
+        input grid's size (the CPU step 1.09-1.13x shorter: ``benchmarks/gt_lift_order.py``, docs/costs.md).
         ``z``: ``(B, width, m1, m2)``; returns ``(B, *grid, out)``.
         """
         fc = self.decoder.fc
@@ -376,16 +376,16 @@ class GalerkinTransformer(OperatorModel):
             pos, y = coords, self.down(inputs)
         for layer in self.layers:
             y = layer(y, pos)
+        self_query = is_self_query(coords, query)
         if self.up is None:
             h, x_field = y.reshape(B, *grid, -1), x_grid
         elif self.output_grid == "coarse":  # the up-sampler's convolution on the attention grid itself
             h, x_field = self.up(y.transpose(1, 2).reshape(B, -1, *coarse), coarse, coarse).movedim(1, -1), pos.reshape(B, *coarse, -1)
         else:
             z = self.up.features(y.transpose(1, 2).reshape(B, -1, *coarse), middle)  # (B, d, m1, m2)
-            if self.lift_first and self.decoder.fc is not None and is_self_query(coords, query):
+            if self.lift_first and self.decoder.fc is not None and self_query:
                 return self._decode_upsampled(z, grid, x_grid).reshape(B, N, -1)
             h, x_field = _interp(z, grid).movedim(1, -1), x_grid  # (B, *grid, d)
-        self_query = is_self_query(coords, query)
         if self_query and x_field is x_grid:
             return self.decoder(h, x_grid).reshape(B, N, -1)
         pts = coords if self_query else query
