@@ -332,6 +332,10 @@ STEP_SHAPES: dict[str, dict[str, int]] = {
     "darcy_lognormal64": {"resolution": 64},
     "darcy_inverse141_eps0": {"resolution": 141},
     "darcy211": {"resolution": 211},
+    # Galerkin Table 3's FNO2d rows: the view reads the 141 / 211 file (inputs: coarse strides it to 36 / 71)
+    "darcy_inverse141_coarse_eps0": {"resolution": 141},
+    "darcy_inverse211_coarse_eps0": {"resolution": 211},
+    "darcy_inverse141_fine_eps0": {"resolution": 141},
 }
 
 

@@ -48,6 +48,7 @@ from opflow.data.errors import ConfigError, DatasetError, MissingStackError
 from opflow.data.provenance import params_hash
 from opflow.data.transforms import GRID_DIMS, is_periodic, stride_for
 from opflow.data.view_spec import OneStepView, WindowView
+from opflow.data.views.inverse import coarse_node_count
 from solvers.base import FieldSpec, get_generator, params_classes
 from solvers.contract import GeneratorContractError, check_instance
 
@@ -222,6 +223,11 @@ def _check_dataset(where: str, ds: Any, wf: WorkflowConfig, infos: dict[str, Sou
             stride_for(info.grid, res, periodic=info.periodic)
         except DatasetError:
             off_grid.setdefault(ds.source, []).append((f"{where}.{key}", res))
+        if getattr(ds.view, "inputs", None) == "coarse":  # the inverse view's coarse nodes must lie on this grid
+            try:
+                coarse_node_count(res, ds.view.factor)
+            except DatasetError as err:
+                problems.add(f"{where}.{key}: {res}: {err}")
     problems.check(_check_task_and_view, where, ds, info)
     problems.raise_any()
 
@@ -391,10 +397,16 @@ def view_shape(
     if out_dims and all(d in GRID_DIMS for d in out_dims):
         if kind not in ("auto", "grid", "window", "one_step", "inverse"):
             return None
-        res = resolution or (ds.resolution if source is None else None) or info.grid or info.dims[out_dims[0]]
-        grid = (int(res),) * len(out_dims)
+        res = int(resolution or (ds.resolution if source is None else None) or info.grid or info.dims[out_dims[0]])
+        on_grid = kind != "inverse" or ds.view.targets_on_input_grid
+        if kind == "inverse" and ds.view.inputs == "coarse":  # the model's grid is the coarse one (opflow.data.inverse)
+            try:
+                res = coarse_node_count(res, ds.view.factor)
+            except DatasetError as err:
+                raise ConfigError(f"{label}: {err}") from None
+        grid = (res,) * len(out_dims)
         view = "grid" if kind == "auto" else kind
-        return DataShape(view=view, layout="grid", coord_dim=len(grid), grid=grid, n_points=res ** len(grid), targets_on_grid=kind != "inverse", **common)
+        return DataShape(view=view, layout="grid", coord_dim=len(grid), grid=grid, n_points=res ** len(grid), targets_on_grid=on_grid, **common)
     if len(out_dims) != 1 or kind not in ("auto", "series", "mesh"):
         return None
     dim = out_dims[0]

@@ -46,6 +46,17 @@ inputs normalised per point by the training mean and standard deviation: the sam
 Batches carry ``query`` (the coarse coordinates) and a target on the coarse points; losses and
 metrics are plain relative L2 over those points (the relative H1 loss needs the target's own grid
 and is not supported on this view). ``grid_shape`` is the fine input grid.
+
+Inputs on the coarse grid (``view.inputs: coarse``; :func:`coarse_nodes`). The model reads the
+noisy inputs only at the coarse nodes: the fine node f I along each axis, i.e. the fine grid strided
+by f, which needs n - 1 = f (n_c - 1) (141 -> 36 and 211 -> 71 do; any other grid is refused). The
+noise is drawn on the fine grid as above and taken at those nodes, so each coarse input is the clean
+value plus eps sqrt(var(p)) z at the same point p. Inputs and targets then share the coarse grid:
+``grid_shape`` is the coarse grid, ``coords`` its nodes (taken from the file's coordinates), and no
+``query`` is carried (nor when f = 1). This is the reading of the Galerkin paper's "FNO2d (only
+n_c)" rows (Table 3) that the authors' released data class gives when its input subsampling equals
+its coarse one (``subsample_nodes = subsample_attn``: the solution strided to n_c, noised there, the
+coefficient pooled onto n_c); the paper does not describe that run and its script was not released.
 """
 
 from __future__ import annotations
@@ -62,11 +73,13 @@ from .errors import DatasetError
 from .format import open_dataset, read_dataset
 from .normalize import Normalizer
 from .torch_data import ArrayDataset, GridDataset, Normalizers, Task, fit_normalizer, resolve_task
+from .views.inverse import coarse_node_count
 
 __all__ = [
     "InverseDataset",
     "block_average",
     "block_members",
+    "coarse_nodes",
     "coarse_size",
     "inverse_task",
     "noise_fields",
@@ -87,6 +100,13 @@ def coarse_size(n: int, factor: int) -> int:
     if factor < 1 or n < 1:
         raise DatasetError(f"coarse_size: need n >= 1 and factor >= 1, got n = {n}, factor = {factor}")
     return -(-n // factor)
+
+
+def coarse_nodes(n: int, factor: int) -> np.ndarray:
+    """The fine indices f I (I = 0 .. n_c - 1) at which ``inputs: coarse`` reads the inputs: the
+    coarse nodes, which lie on the fine grid only when n - 1 = f (n_c - 1) (module docstring;
+    refused otherwise by :func:`opflow.data.views.inverse.coarse_node_count`)."""
+    return np.arange(coarse_node_count(n, factor)) * factor
 
 
 def block_members(n: int, factor: int) -> list[np.ndarray]:
@@ -181,8 +201,9 @@ def inverse_task(path: str | os.PathLike, task: Task | Mapping[str, Any] | None)
 class InverseDataset(ArrayDataset):
     """One split of a grid file under the inverse view, in memory (module docstring).
 
-    Attributes beyond :class:`~opflow.data.torch_data.ArrayDataset`'s: ``query_coords (M, d)`` and
-    ``target_shape`` (the coarse grid), ``fine_target`` (the outputs on the fine grid, float32),
+    Attributes beyond :class:`~opflow.data.torch_data.ArrayDataset`'s: ``query_coords (M, d)`` (None
+    when the targets lie at the input points: ``inputs: coarse`` or factor 1) and ``target_shape``
+    (the coarse grid), ``fine_target`` (the outputs on the fine grid, float32),
     ``clean_inputs`` (the inputs before the noise), ``noise_std`` (``(N, c_in)``: eps times the
     pointwise training standard deviation; None when eps = 0), ``view``.
     """
@@ -215,7 +236,7 @@ class InverseDataset(ArrayDataset):
         lo, hi = grid.coords.min(dim=0).values.double().numpy(), grid.coords.max(dim=0).values.double().numpy()
         axes = [lo[a] + (hi[a] - lo[a]) * np.arange(nc) / max(nc - 1, 1) for a, nc in enumerate(self.target_shape)]
         mesh = np.meshgrid(*axes, indexing="ij")
-        self.query_coords = torch.from_numpy(np.stack([m.ravel() for m in mesh], axis=-1).astype(np.float32))
+        self.query_coords: torch.Tensor | None = torch.from_numpy(np.stack([m.ravel() for m in mesh], axis=-1).astype(np.float32))
         # the inputs: clean + eps sqrt(var) z
         self.clean_inputs = grid.inputs
         self.noise_std: torch.Tensor | None = None
@@ -233,6 +254,27 @@ class InverseDataset(ArrayDataset):
             self.noise_std = torch.from_numpy(std.T.astype(np.float32))
         else:
             self.inputs = grid.inputs
+        if getattr(view, "inputs", "fine") == "coarse":
+            self._inputs_at_coarse_nodes(shape, factor)
+        elif factor == 1:  # the targets are the fine outputs themselves: a plain grid to the model
+            self.query_coords = None
+
+    def _inputs_at_coarse_nodes(self, shape: tuple[int, ...], factor: int) -> None:
+        """``view.inputs: coarse``: inputs, clean inputs, noise scale and coordinates kept at the coarse
+        nodes only (module docstring); the grid becomes the coarse one and no query is carried."""
+        try:
+            nodes = [coarse_nodes(n, factor) for n in shape]
+        except DatasetError as err:
+            raise DatasetError(f"{self.path}: {err}") from None
+        flat = np.ravel_multi_index(np.meshgrid(*nodes, indexing="ij"), shape).ravel()
+        keep = torch.from_numpy(flat)
+        self.inputs = self.inputs[:, keep]
+        self.clean_inputs = self.clean_inputs[:, keep]
+        if self.noise_std is not None:
+            self.noise_std = self.noise_std[keep]
+        self.coords = self.coords[keep]
+        self.grid_shape = self.target_shape
+        self.query_coords = None
 
     @property
     def factor(self) -> int:
@@ -240,7 +282,8 @@ class InverseDataset(ArrayDataset):
 
     def __getitem__(self, i: int) -> dict[str, Any]:
         item = super().__getitem__(i)
-        item["query"] = self.query_coords
+        if self.query_coords is not None:
+            item["query"] = self.query_coords
         return item
 
     def fit_normalizers(self, input_kind: str, output_kind: str) -> Normalizers:

@@ -11,11 +11,18 @@ Specification (:class:`InverseView`, registered with the kind)::
   (-> 71);
 * ``noise`` (eps >= 0, default 0): the inputs get eps times a standard normal field scaled by the
   pointwise standard deviation of the training inputs;
-* ``noise_seed`` (default 0): the seed of the per-sample noise draws.
+* ``noise_seed`` (default 0): the seed of the per-sample noise draws;
+* ``inputs`` (``fine``, default, or ``coarse``): where the model reads the (noisy) inputs. ``fine``:
+  on the whole fine grid (the attention models of the protocol: GT, FT). ``coarse``: only at the
+  coarse nodes, the fine node f I per axis (the fine grid strided by f; needs n - 1 = f (n_c - 1)
+  per axis, as 141 -> 36 and 211 -> 71 are), so inputs and targets share the coarse grid: the
+  Galerkin paper's "FNO2d (only n_c)" rows of Table 3 (:mod:`opflow.data.inverse`).
 
-Batches carry the coarse ``query`` points; the statistics are the plain ones (relative L2 over the
-coarse points). The plot shows the (noisy) input on the fine grid and truth, prediction and error
-on the coarse grid. This module imports neither torch nor numpy at module level.
+Batches carry the coarse ``query`` points when the targets are not at the input points (``inputs:
+fine`` with f > 1); otherwise the view is a plain grid to the model (its targets on its grid, so a
+grid-only model such as FNO trains on it). The statistics are the plain ones (relative L2 over the
+coarse points). The plot shows the (noisy) input on its grid and truth, prediction and error on the
+coarse grid. This module imports neither torch nor numpy at module level.
 """
 
 from __future__ import annotations
@@ -25,6 +32,7 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Literal
 
 from opflow.schema import NonNegFloat, NonNegInt, PosInt
+from ..errors import DatasetError
 from ..view_spec import View
 from .base import ViewKind
 
@@ -40,6 +48,36 @@ class InverseView(View):
     factor: PosInt = 1
     noise: NonNegFloat = 0.0
     noise_seed: NonNegInt = 0
+    inputs: Literal["fine", "coarse"] = "fine"
+
+    @property
+    def targets_on_input_grid(self) -> bool:
+        """Whether the targets lie at the points the model reads (no ``query`` needed)."""
+        return self.factor == 1 or self.inputs == "coarse"
+
+    def to_dict(self) -> dict[str, Any]:
+        """Without ``inputs`` when it is ``fine``, so the run hashes of the earlier inverse sets stay as they were."""
+        d = super().to_dict()
+        if self.inputs == "fine":
+            d.pop("inputs", None)
+        return d
+
+
+def coarse_node_count(n: int, factor: int) -> int:
+    """n_c = ceil(n / f) coarse nodes along an axis of ``n`` fine nodes, when they lie on the fine grid
+    (n - 1 = f (n_c - 1), the condition of ``inputs: coarse``); a :class:`DatasetError` naming the
+    grids that would do otherwise. Pure Python: the workflow checks a config with it when it loads."""
+    if factor < 1 or n < 1:
+        raise DatasetError(f"need n >= 1 nodes and factor >= 1, got n = {n}, factor = {factor}")
+    nc = -(-n // factor)
+    if n - 1 != factor * (nc - 1):
+        below = n - (n - 1) % factor
+        fits = " or ".join(str(m) for m in (below, below + factor) if m >= 2)
+        raise DatasetError(
+            f"view.inputs: coarse reads the inputs at the coarse nodes, which lie on a grid of {n} nodes per axis only when "
+            f"{n} - 1 is a multiple of factor {factor}; use the resolution {fits}, or inputs: fine"
+        )
+    return nc
 
 
 class InverseKind(ViewKind):
@@ -61,7 +99,7 @@ class InverseKind(ViewKind):
         from opflow import plots
 
         ds = dataset
-        coarse = ds.query_coords.numpy()
+        coarse = (ds.query_coords if ds.query_coords is not None else ds.coords).numpy()
         rows = max(1, len(samples))
         fig = plots.figure(figsize=(14, 3.2 * rows), layout="constrained")
         axes = np.atleast_2d(fig.subplots(rows, 4))

@@ -196,7 +196,7 @@ def test_the_specification_is_registered_with_the_kind() -> None:
         parse_view({"kind": "inverse", "factor": 0})
     with pytest.raises(ConfigError, match=r"view\.noise: -0\.1 must be >= 0"):
         parse_view({"kind": "inverse", "noise": -0.1})
-    with pytest.raises(ConfigError, match=r"do not belong to view kind 'inverse'; it takes \['factor', 'noise', 'noise_seed'\]"):
+    with pytest.raises(ConfigError, match=r"do not belong to view kind 'inverse'; it takes \['factor', 'inputs', 'noise', 'noise_seed'\]"):
         parse_view({"kind": "inverse", "history": 3})
     # the workflow config accepts it (the views are registered when opflow.config is imported)
     wf = parse_workflow({"datasets": {"d": {"source": "s", "train": 1, "test": 1, "view": {"kind": "inverse", "factor": 4, "noise": 0.1}}}})
@@ -240,3 +240,88 @@ def test_train_evaluate_and_plot_through_the_view(darcy: Path, tmp_path: Path) -
     assert m["n_samples"] == N_TEST and set(m["per_channel"]) == {"coeff"}
     assert 0.3 < m["rel_l2_mean"] < 0.6  # measured 0.445 after 3 epochs; predicting zero gives 1, a wrong decoder far more
     assert (tmp_path / "inv_ono.png").stat().st_size > 1000
+
+
+# --------------------------------------------------------------------------- inputs on the coarse grid
+
+
+def test_coarse_inputs_are_the_noisy_fine_inputs_at_the_coarse_nodes(darcy: Path) -> None:
+    """``inputs: coarse`` keeps the fine view's noisy inputs at the nodes f I (13 -> 4 by 4: nodes 0, 4, 8,
+    12), with their coordinates, on the coarse grid; the targets are the fine view's; no query."""
+    fine = InverseDataset(darcy, "train", TASK, view(factor=4, noise=0.1, noise_seed=3))
+    coarse = InverseDataset(darcy, "train", TASK, view(factor=4, noise=0.1, noise_seed=3, inputs="coarse"))
+    n = len(fine)
+    at_nodes = fine.inputs.reshape(n, S, S, 1)[:, ::4, ::4].reshape(n, 16, 1)
+    assert torch.equal(coarse.inputs, at_nodes)
+    assert torch.equal(coarse.clean_inputs, fine.clean_inputs.reshape(n, S, S, 1)[:, ::4, ::4].reshape(n, 16, 1))
+    assert fine.noise_std is not None and coarse.noise_std is not None
+    assert torch.equal(coarse.noise_std, fine.noise_std.reshape(S, S, 1)[::4, ::4].reshape(16, 1))
+    assert fine.query_coords is not None
+    torch.testing.assert_close(coarse.coords, fine.query_coords)  # the file's nodes f I are the coarse grid's nodes
+    assert torch.equal(coarse.target, fine.target) and coarse.grid_shape == coarse.target_shape == (4, 4)
+    assert coarse.query_coords is None and "query" not in coarse[0] and "query" in fine[0]
+    # the noise is the fine view's at those points: clean + eps sqrt(var) z, not averaged
+    assert float((coarse.inputs - coarse.clean_inputs).abs().max()) > 0
+
+
+def test_a_factor_one_view_is_a_plain_grid_to_the_model(darcy: Path) -> None:
+    ds = InverseDataset(darcy, "train", TASK, view(factor=1, noise=0.01))
+    assert ds.query_coords is None and "query" not in ds[0] and ds.target_shape == ds.grid_shape == (S, S)
+    torch.testing.assert_close(ds.target, ds.fine_target)
+
+
+def test_coarse_inputs_need_the_coarse_nodes_on_the_fine_grid(darcy: Path) -> None:
+    """13 nodes by 5 give 3 coarse values, whose nodes 0, 6, 12 are not the fine nodes 0, 5, 10."""
+    with pytest.raises(DatasetError, match=r"13 - 1 is a multiple of factor 5; use the resolution 11 or 16, or inputs: fine"):
+        InverseDataset(darcy, "train", TASK, view(factor=5, inputs="coarse"))
+
+
+def test_inputs_fine_stays_out_of_the_run_hash_and_coarse_is_in_it() -> None:
+    assert "inputs" not in view(factor=4).to_dict()
+    assert view(factor=4, inputs="coarse").to_dict()["inputs"] == "coarse"
+    with pytest.raises(ConfigError, match=r"view\.inputs"):
+        parse_view({"kind": "inverse", "inputs": "middle"})
+
+
+def test_the_config_check_sees_the_coarse_grid_and_refuses_a_misaligned_one() -> None:
+    """At config load (no data): FNO fits the coarse-input view of the protocol (its targets on its 36 x 36
+    grid) and is refused on the fine-input one (targets elsewhere); a coarse-input view on a grid whose
+    coarse nodes are not fine nodes is refused with the resolutions that would do."""
+    import yaml
+
+    from pipeline.config import check_pairs, load_workflow, view_shape
+
+    wf = load_workflow(["config/default.yaml"])
+    shape = view_shape(wf, "darcy_inverse141_coarse_eps0.1")
+    assert shape is not None and shape.grid == (36, 36) and shape.targets_on_grid
+    fine = view_shape(wf, "darcy_inverse141_eps0.1")
+    assert fine is not None and fine.grid == (141, 141) and not fine.targets_on_grid
+    check_pairs(wf, [("darcy_inverse141_coarse_eps0.1", "fno2d_1cycle"), ("darcy_inverse211_coarse_eps0", "fno2d_1cycle")])
+    with pytest.raises(ConfigError, match="predicts at its input grid points only"):
+        check_pairs(wf, [("darcy_inverse141_eps0.1", "fno2d_1cycle")])
+    with open("config/default.yaml") as f:
+        raw = yaml.safe_load(f)
+    raw["datasets"]["darcy_inverse141_coarse_eps0.1"]["view"]["factor"] = 6
+    with pytest.raises(ConfigError, match=r"darcy_inverse141_coarse_eps0\.1\.resolution: 141: .*141 - 1 is a multiple of factor 6; use the resolution 139 or 145"):
+        load_workflow(raw)
+
+
+def test_fno_trains_and_evaluates_on_the_coarse_inputs(darcy: Path, tmp_path: Path) -> None:
+    """The grid-only FNO on the 4 x 4 coarse inputs -> 4 x 4 averaged coefficient; evaluated and drawn."""
+    from opflow.evaluate import evaluate
+    from opflow.train import train
+
+    cfg = {
+        "datasets": {"inv": {"source": "src", "train": N_TRAIN, "test": N_TEST, "task": TASK,
+                             "view": {"kind": "inverse", "factor": 4, "noise": 0.01, "noise_seed": 1, "inputs": "coarse"}}},
+        "models": {"fno": {"arch": "fno", "modes": 2, "width": 8, "n_layers": 2}},
+        "training": {"epochs": 3, "batch_size": 5, "lr": 3e-3, "seed": 0, "device": "cpu", "threads": 1},
+    }
+    run = resolve_run(parse_workflow(cfg), "inv", "fno", str(darcy))
+    train(run, darcy, tmp_path / "model", progress=False)
+    res = evaluate(tmp_path / "model" / "model.pt", darcy, tmp_path / "inv_fno.json", png=tmp_path / "inv_fno.png",
+                   config={"batch_size": 4, "warmup_batches": 0, "n_plot_samples": 2}, threads=1)
+    m = res["metrics"]
+    assert m["n_samples"] == N_TEST
+    assert 0.0 < m["rel_l2_mean"] < 1.5
+    assert (tmp_path / "inv_fno.png").stat().st_size > 1000
