@@ -44,11 +44,11 @@ from typing import Any
 
 from opflow.compat import DataShape, check_pair, hparams_of, pairs_of_targets
 from opflow.config import BASE_CONFIG, Problems, WorkflowConfig, check_workflow, load_config_files, parse_workflow
+from opflow.data.coarsening import coarse_node_count
 from opflow.data.errors import ConfigError, DatasetError, MissingStackError
 from opflow.data.provenance import params_hash
 from opflow.data.transforms import GRID_DIMS, is_periodic, stride_for
 from opflow.data.view_spec import OneStepView, WindowView
-from opflow.data.views.inverse import coarse_node_count
 from solvers.base import FieldSpec, get_generator, params_classes
 from solvers.contract import GeneratorContractError, check_instance
 

@@ -69,11 +69,11 @@ from typing import Any
 import numpy as np
 import torch
 
+from .coarsening import coarse_node_count, coarse_size
 from .errors import DatasetError
 from .format import open_dataset, read_dataset
 from .normalize import Normalizer
 from .torch_data import ArrayDataset, GridDataset, Normalizers, Task, fit_normalizer, resolve_task
-from .views.inverse import coarse_node_count
 
 __all__ = [
     "InverseDataset",
@@ -95,17 +95,10 @@ NOISE_STREAM = 1
 # --------------------------------------------------------------------------- the averaging operator
 
 
-def coarse_size(n: int, factor: int) -> int:
-    """n_c = ceil(n / factor): coarse values along an axis of ``n`` fine nodes."""
-    if factor < 1 or n < 1:
-        raise DatasetError(f"coarse_size: need n >= 1 and factor >= 1, got n = {n}, factor = {factor}")
-    return -(-n // factor)
-
-
 def coarse_nodes(n: int, factor: int) -> np.ndarray:
     """The fine indices f I (I = 0 .. n_c - 1) at which ``inputs: coarse`` reads the inputs: the
     coarse nodes, which lie on the fine grid only when n - 1 = f (n_c - 1) (module docstring;
-    refused otherwise by :func:`opflow.data.views.inverse.coarse_node_count`)."""
+    refused otherwise by :func:`opflow.data.coarsening.coarse_node_count`)."""
     return np.arange(coarse_node_count(n, factor)) * factor
 
 

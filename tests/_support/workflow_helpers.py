@@ -31,7 +31,7 @@ TINY: dict[str, Any] = {
         "darcy211": {"train": 16, "test": 8},
         "darcy43": {"train": 16, "test": 8, "zero_shot": [61, 85]},
         # every other dataset of the shrunk Darcy source shrinks with it (the config check insists)
-        **{f"darcy_inverse{r}_eps{e}": {"train": 16, "test": 8} for r in (141, 211) for e in ("0", "0.01", "0.1")},
+        **{f"darcy_inverse{r}{k}_eps{e}": {"train": 16, "test": 8} for r in (141, 211) for k in ("", "_coarse", "_fine") for e in ("0", "0.01", "0.1")},
         "lorenz63": {"train": 32, "test": 8},
         "lorenz63_b": {"train": 32, "test": 8},
         "lorenz_tiny": {

@@ -173,7 +173,7 @@ def test_every_mistake_of_a_config_is_reported_at_once() -> None:
     with pytest.raises(ConfigError) as e:
         check_config(cfg)
     on_darcy = sorted(d for d, ds in cfg["datasets"].items() if ds["source"] == "darcy_piecewise")
-    assert len(on_darcy) == 10
+    assert len(on_darcy) == 22  # darcy, darcy141 / 211, darcy43 and the 18 inverse sets
     assert e.value.problems == [
         "models.ono.n_layers: 0 must be >= 1",
         *(f"datasets.{d}: train + val + test = 24 samples but sources.darcy_piecewise.n_samples is 10; raise n_samples or shrink the splits" for d in sorted(on_darcy, key=list(cfg["datasets"]).index)),

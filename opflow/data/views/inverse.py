@@ -32,7 +32,6 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Literal
 
 from opflow.schema import NonNegFloat, NonNegInt, PosInt
-from ..errors import DatasetError
 from ..view_spec import View
 from .base import ViewKind
 
@@ -61,23 +60,6 @@ class InverseView(View):
         if self.inputs == "fine":
             d.pop("inputs", None)
         return d
-
-
-def coarse_node_count(n: int, factor: int) -> int:
-    """n_c = ceil(n / f) coarse nodes along an axis of ``n`` fine nodes, when they lie on the fine grid
-    (n - 1 = f (n_c - 1), the condition of ``inputs: coarse``); a :class:`DatasetError` naming the
-    grids that would do otherwise. Pure Python: the workflow checks a config with it when it loads."""
-    if factor < 1 or n < 1:
-        raise DatasetError(f"need n >= 1 nodes and factor >= 1, got n = {n}, factor = {factor}")
-    nc = -(-n // factor)
-    if n - 1 != factor * (nc - 1):
-        below = n - (n - 1) % factor
-        fits = " or ".join(str(m) for m in (below, below + factor) if m >= 2)
-        raise DatasetError(
-            f"view.inputs: coarse reads the inputs at the coarse nodes, which lie on a grid of {n} nodes per axis only when "
-            f"{n} - 1 is a multiple of factor {factor}; use the resolution {fits}, or inputs: fine"
-        )
-    return nc
 
 
 class InverseKind(ViewKind):
