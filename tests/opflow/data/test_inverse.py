@@ -221,25 +221,32 @@ def test_batches_carry_the_coarse_query_and_normalisers_fit_the_coarse_target(da
     torch.testing.assert_close(norms.outputs.decode(norms.outputs.encode(b["target"], b["grid_shape"]), b["grid_shape"]), b["target"])
 
 
-def test_train_evaluate_and_plot_through_the_view(darcy: Path, tmp_path: Path) -> None:
-    """A small ONO trained on the inverse task (cross attention at the coarse queries), evaluated
-    on the noisy test inputs; the results use the coarse points and the PNG is drawn."""
+def train_and_evaluate(darcy: Path, tmp_path: Path, view_spec: dict, model: dict) -> dict:
+    """Train ``model`` 3 epochs on the tiny set read through ``view_spec``, evaluate it on the noisy test inputs with
+    a PNG; the evaluation's metrics."""
     from opflow.evaluate import evaluate
     from opflow.train import train
 
     cfg = {
-        "datasets": {"inv": {"source": "src", "train": N_TRAIN, "test": N_TEST, "task": TASK, "view": {"kind": "inverse", "factor": 4, "noise": 0.01, "noise_seed": 1}}},
-        "models": {"ono": {"arch": "ono", "width": 16, "n_layers": 1, "n_heads": 2, "ortho_dim": 4, "attention": "linear"}},
+        "datasets": {"inv": {"source": "src", "train": N_TRAIN, "test": N_TEST, "task": TASK, "view": view_spec}},
+        "models": {"m": model},
         "training": {"epochs": 3, "batch_size": 5, "lr": 3e-3, "seed": 0, "device": "cpu", "threads": 1},
     }
-    run = resolve_run(parse_workflow(cfg), "inv", "ono", str(darcy))
+    run = resolve_run(parse_workflow(cfg), "inv", "m", str(darcy))
     train(run, darcy, tmp_path / "model", progress=False)
-    res = evaluate(tmp_path / "model" / "model.pt", darcy, tmp_path / "inv_ono.json", png=tmp_path / "inv_ono.png",
+    res = evaluate(tmp_path / "model" / "model.pt", darcy, tmp_path / "inv_m.json", png=tmp_path / "inv_m.png",
                    config={"batch_size": 4, "warmup_batches": 0, "n_plot_samples": 2}, threads=1)
-    m = res["metrics"]
+    assert (tmp_path / "inv_m.png").stat().st_size > 1000
+    return res["metrics"]
+
+
+def test_train_evaluate_and_plot_through_the_view(darcy: Path, tmp_path: Path) -> None:
+    """A small ONO trained on the inverse task (cross attention at the coarse queries), evaluated
+    on the noisy test inputs; the results use the coarse points and the PNG is drawn."""
+    m = train_and_evaluate(darcy, tmp_path, {"kind": "inverse", "factor": 4, "noise": 0.01, "noise_seed": 1},
+                           {"arch": "ono", "width": 16, "n_layers": 1, "n_heads": 2, "ortho_dim": 4, "attention": "linear"})
     assert m["n_samples"] == N_TEST and set(m["per_channel"]) == {"coeff"}
     assert 0.3 < m["rel_l2_mean"] < 0.6  # measured 0.445 after 3 epochs; predicting zero gives 1, a wrong decoder far more
-    assert (tmp_path / "inv_ono.png").stat().st_size > 1000
 
 
 # --------------------------------------------------------------------------- inputs on the coarse grid
@@ -307,21 +314,14 @@ def test_the_config_check_sees_the_coarse_grid_and_refuses_a_misaligned_one() ->
 
 
 def test_fno_trains_and_evaluates_on_the_coarse_inputs(darcy: Path, tmp_path: Path) -> None:
-    """The grid-only FNO on the 4 x 4 coarse inputs -> 4 x 4 averaged coefficient; evaluated and drawn."""
-    from opflow.evaluate import evaluate
-    from opflow.train import train
-
-    cfg = {
-        "datasets": {"inv": {"source": "src", "train": N_TRAIN, "test": N_TEST, "task": TASK,
-                             "view": {"kind": "inverse", "factor": 4, "noise": 0.01, "noise_seed": 1, "inputs": "coarse"}}},
-        "models": {"fno": {"arch": "fno", "modes": 2, "width": 8, "n_layers": 2}},
-        "training": {"epochs": 3, "batch_size": 5, "lr": 3e-3, "seed": 0, "device": "cpu", "threads": 1},
-    }
-    run = resolve_run(parse_workflow(cfg), "inv", "fno", str(darcy))
-    train(run, darcy, tmp_path / "model", progress=False)
-    res = evaluate(tmp_path / "model" / "model.pt", darcy, tmp_path / "inv_fno.json", png=tmp_path / "inv_fno.png",
-                   config={"batch_size": 4, "warmup_batches": 0, "n_plot_samples": 2}, threads=1)
-    m = res["metrics"]
-    assert m["n_samples"] == N_TEST
-    assert 0.0 < m["rel_l2_mean"] < 1.5
-    assert (tmp_path / "inv_fno.png").stat().st_size > 1000
+    """The grid-only FNO on the 4 x 4 coarse inputs -> 4 x 4 averaged coefficient; evaluated and drawn. Three epochs on
+    10 samples learn little beyond the pointwise training mean that the output normaliser starts from, so the error is
+    that predictor's (measured 0.4440 against 0.4427): the prediction is decoded onto the coarse target's points and
+    scale (predicting zero would give 1)."""
+    spec = {"kind": "inverse", "factor": 4, "noise": 0.01, "noise_seed": 1, "inputs": "coarse"}
+    m = train_and_evaluate(darcy, tmp_path, spec, {"arch": "fno", "modes": 2, "width": 8, "n_layers": 2})
+    assert m["n_samples"] == N_TEST and set(m["per_channel"]) == {"coeff"}
+    train, test = (InverseDataset(darcy, split, TASK, view(**spec)) for split in ("train", "test"))
+    mean = train.target.mean(dim=0, keepdim=True)
+    baseline = float(((test.target - mean).norm(dim=(1, 2)) / test.target.norm(dim=(1, 2))).mean())
+    assert m["rel_l2_mean"] == pytest.approx(baseline, rel=0.05)
