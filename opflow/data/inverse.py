@@ -47,7 +47,7 @@ Batches carry ``query`` (the coarse coordinates) and a target on the coarse poin
 metrics are plain relative L2 over those points (the relative H1 loss needs the target's own grid
 and is not supported on this view). ``grid_shape`` is the fine input grid.
 
-Inputs on the coarse grid (``view.inputs: coarse``; :func:`coarse_nodes`). The model reads the
+Inputs on the coarse grid (``view.inputs: coarse``; :func:`opflow.data.coarsening.coarse_node_count`). The model reads the
 noisy inputs only at the coarse nodes: the fine node f I along each axis, i.e. the fine grid strided
 by f, which needs n - 1 = f (n_c - 1) (141 -> 36 and 211 -> 71 do; any other grid is refused). The
 noise is drawn on the fine grid as above and taken at those nodes, so each coarse input is the clean
@@ -79,7 +79,6 @@ __all__ = [
     "InverseDataset",
     "block_average",
     "block_members",
-    "coarse_nodes",
     "coarse_size",
     "inverse_task",
     "noise_fields",
@@ -93,13 +92,6 @@ NOISE_STREAM = 1
 
 
 # --------------------------------------------------------------------------- the averaging operator
-
-
-def coarse_nodes(n: int, factor: int) -> np.ndarray:
-    """The fine indices f I (I = 0 .. n_c - 1) at which ``inputs: coarse`` reads the inputs: the
-    coarse nodes, which lie on the fine grid only when n - 1 = f (n_c - 1) (module docstring;
-    refused otherwise by :func:`opflow.data.coarsening.coarse_node_count`)."""
-    return np.arange(coarse_node_count(n, factor)) * factor
 
 
 def block_members(n: int, factor: int) -> list[np.ndarray]:
@@ -247,7 +239,7 @@ class InverseDataset(ArrayDataset):
             self.noise_std = torch.from_numpy(std.T.astype(np.float32))
         else:
             self.inputs = grid.inputs
-        if getattr(view, "inputs", "fine") == "coarse":
+        if view.inputs == "coarse":
             self._inputs_at_coarse_nodes(shape, factor)
         elif factor == 1:  # the targets are the fine outputs themselves: a plain grid to the model
             self.query_coords = None
@@ -256,7 +248,7 @@ class InverseDataset(ArrayDataset):
         """``view.inputs: coarse``: inputs, clean inputs, noise scale and coordinates kept at the coarse
         nodes only (module docstring); the grid becomes the coarse one and no query is carried."""
         try:
-            nodes = [coarse_nodes(n, factor) for n in shape]
+            nodes = [np.arange(coarse_node_count(n, factor)) * factor for n in shape]  # the fine nodes f I
         except DatasetError as err:
             raise DatasetError(f"{self.path}: {err}") from None
         flat = np.ravel_multi_index(np.meshgrid(*nodes, indexing="ij"), shape).ravel()
