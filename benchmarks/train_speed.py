@@ -316,7 +316,8 @@ def measure_variant(
 # --------------------------------------------------------------------------- single steps: wall time against the GPU's own time
 
 #: the pairs of ``--steps`` (default ``--pairs``): each model at its paper configuration on data of its
-#: protocol's shape (a synthetic file: a grid of ``resolution`` nodes or a cloud of ``points`` points)
+#: protocol's shape (a synthetic file: a grid of ``resolution`` nodes, a cloud of ``points`` points, or, with
+#: ``pipeline``, the dataset's source shard of random values derived as the workflow derives it)
 STEP_PAIRS: dict[str, dict[str, int]] = {
     "darcy/ono": {"resolution": 85},
     "darcy141/gt": {"resolution": 141},
@@ -336,6 +337,10 @@ STEP_SHAPES: dict[str, dict[str, int]] = {
     "darcy_inverse141_coarse_eps0": {"resolution": 141},
     "darcy_inverse211_coarse_eps0": {"resolution": 211},
     "darcy_inverse141_fine_eps0": {"resolution": 141},
+    # Burgers (Galerkin Table 2(a)): the source's synthetic shard derived to the dataset's grid, as
+    # benchmarks.protocol_cost makes it (``pipeline``: the real file layout of any source)
+    "burgers512": {"pipeline": 1},
+    "burgers2048": {"pipeline": 1},
 }
 
 
@@ -389,6 +394,16 @@ def step_pair_run(config: Mapping[str, Any], pair: str, shape: Mapping[str, int]
         new["task"] = {"inputs": [], "outputs": ["u"]}
         if not path.exists():
             synthetic_cloud(path, train=n_train, test=n_test, points=shape["points"])
+    elif "pipeline" in shape:
+        from benchmarks.protocol_cost import synthetic_dataset, synthetic_source
+        from opflow.config import parse_workflow
+
+        wf = parse_workflow(config)
+        new.update({k: entry[k] for k in ("resolution", "task", "view") if k in entry})
+        shard = tmpdir / f"{entry['source']}-{n_train + n_test}.nc"  # synthetic_source's name: one shard per size
+        if not shard.exists():
+            shard = synthetic_source(wf, entry["source"], n_train + n_test, tmpdir)
+        path = synthetic_dataset(wf, dataset, n_train, n_test, tmpdir, {entry["source"]: shard})
     else:
         new["resolution"] = shape["resolution"]
         # the pair's task and view (e.g. the inverse problem: pressure -> coefficient, coarsened and noisy)

@@ -34,6 +34,7 @@ KERNELS: dict[str, str] = {
     "linear": "linear attention, phi = elu + 1 (Katharopoulos et al. 2020)",
     "normalized": "normalised linear attention, softmax of q and k over features (GNOT, Hao et al. 2023)",
     "efficient": "efficient attention, softmax of q over features and of k over points (Shen et al. 2021)",
+    "cao_linear": "efficient attention divided by the number of points n: the 'linear' attention of Cao 2021's code",
     "galerkin": "Galerkin-type attention Q (LN(K)^T LN(V)) / n (Cao 2021)",
     "fourier": "Fourier-type attention (LN(Q) LN(K)^T) V / n (Cao 2021)",
     "nystrom": "Nystrom approximation of softmax attention with segment-mean landmarks (Xiong et al. 2021)",

@@ -32,6 +32,10 @@ Kernels (``KERNELS``), name -> formula:
   j of (k_j + log w_j)`` per feature. (This is the "linear" block of the ONO authors' released code,
   via the ``linear_attention_transformer`` package, which also multiplies by ``d^-1/2``; here the
   paper's formula, without that constant.)
+* ``cao_linear`` -- the "linear" attention of Cao 2021 (the LT rows of its Tables 2-3; eq. 7 with the
+  authors' released code): ``efficient`` divided by the number of keys, ``z_i = softmax_feat(q_i)^T
+  sum_j a_j v_j^T / n``; with quadrature weights, times their mean over the real keys instead
+  (``1/n`` for uniform weights ``w_j = 1/n``).
 * ``galerkin`` -- Cao 2021, "Choose a transformer: Fourier or Galerkin", eq. 7: no softmax, layer
   normalisation (per head, learnable) on K and V::
 
@@ -219,6 +223,16 @@ def efficient_attention(q: Tensor, k: Tensor, v: Tensor, key_mask: Tensor | None
         logits = logits.masked_fill(~key_mask[:, None, :, None], float("-inf"))
     a = logits.softmax(dim=2)
     return torch.einsum("bhmd,bhde->bhme", q.softmax(-1), torch.einsum("bhnd,bhne->bhde", a, v)).to(dtype)
+
+
+def cao_linear_attention(q: Tensor, k: Tensor, v: Tensor, key_mask: Tensor | None = None, weights: Tensor | None = None) -> Tensor:
+    """Cao 2021's "linear" attention: :func:`efficient_attention` times the mean quadrature weight of the real
+    keys (``1/n`` without weights), as the authors' ``linear_attention`` divides ``K^T V`` by the sequence length."""
+    out = efficient_attention(q, k, v, key_mask, weights)
+    if weights is None:
+        return out / _real_count(key_mask, k.shape[2], out)
+    w = weights.to(out.dtype) if key_mask is None else weights.to(out.dtype).masked_fill(~key_mask, 0.0)
+    return out * (w.sum(-1) / _real_count(key_mask, k.shape[2], out).reshape(-1))[:, None, None, None]
 
 
 def galerkin_attention(q: Tensor, k: Tensor, v: Tensor, key_mask: Tensor | None = None, weights: Tensor | None = None) -> Tensor:
@@ -608,6 +622,8 @@ class MultiHeadAttention(nn.Module):
             out = normalized_attention(q, k, v, mask, weights)
         elif kern == "efficient":
             out = efficient_attention(q, k, v, mask, weights)
+        elif kern == "cao_linear":
+            out = cao_linear_attention(q, k, v, mask, weights)
         elif kern in ("galerkin", "fourier"):
             out = galerkin_attention(q, k, v, mask, weights)
         else:
@@ -679,6 +695,7 @@ __all__ = [
     "KERNELS",
     "MultiHeadAttention",
     "TransformerBlock",
+    "cao_linear_attention",
     "check_kernel",
     "efficient_attention",
     "fold_key_bias",

@@ -157,6 +157,18 @@ def test_efficient_matches_reference():
     torch.testing.assert_close(A.efficient_attention(q, k, v, mask, w), ref_efficient(q, k, v, mask, w), rtol=1e-10, atol=1e-12)
 
 
+def test_cao_linear_is_efficient_attention_over_the_number_of_real_keys():
+    """Cao 2021's code: ``softmax_feat(Q) (softmax_points(K)^T V) / n``, n the sample's real keys; with quadrature
+    weights, times their mean over the real keys (1/n for uniform ones)."""
+    q, k, v, mask, w = _inputs()
+    n_real = mask.sum(-1).to(q.dtype)[:, None, None, None]
+    torch.testing.assert_close(A.cao_linear_attention(q, k, v, mask), ref_efficient(q, k, v, mask) / n_real, rtol=1e-10, atol=1e-12)
+    mean_w = (w * mask).sum(-1)[:, None, None, None] / n_real
+    torch.testing.assert_close(A.cao_linear_attention(q, k, v, mask, w), ref_efficient(q, k, v, mask, w) * mean_w, rtol=1e-10, atol=1e-12)
+    k, v = torch.randn_like(k), torch.randn_like(v)  # no padding: every key real
+    torch.testing.assert_close(A.cao_linear_attention(q, k, v), ref_efficient(q, k, v, torch.ones_like(mask)) / N, rtol=1e-10, atol=1e-12)
+
+
 def test_galerkin_and_fourier_match_dense_quadratic_form():
     q, k, v, mask, w = _inputs()
     ref = ref_galerkin_dense(q, k, v, mask)
@@ -252,7 +264,7 @@ def test_padding_is_ignored_exactly(kernel):
     torch.testing.assert_close(cross[1], att(y[1:], x[1:, :6])[0], rtol=1e-10, atol=1e-10)
 
 
-@pytest.mark.parametrize("kernel", ["softmax", "linear", "normalized", "efficient", "galerkin", "fourier"])
+@pytest.mark.parametrize("kernel", ["softmax", "linear", "normalized", "efficient", "cao_linear", "galerkin", "fourier"])
 def test_uniform_weights_do_not_change_the_normalised_kernels(kernel):
     """Uniform weights w = 1/n are the default quadrature of every kernel that takes weights."""
     torch.manual_seed(0)

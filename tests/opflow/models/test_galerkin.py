@@ -8,6 +8,7 @@ parameter counts).
 from __future__ import annotations
 
 import math
+from pathlib import Path
 
 import pytest
 import torch
@@ -20,6 +21,8 @@ from opflow.models.hparams import check_hparams
 from opflow.models.layers.attention import MultiHeadAttention, fourier_attention, galerkin_attention
 
 from model_helpers import overfit_mean_field_operator
+
+REPO = Path(__file__).resolve().parents[3]
 
 #: the paper's 1D Burgers network (Example 1, Fig. 4, Table 5; the authors' ex1_burgers config)
 BURGERS = dict(width=96, n_layers=4, n_heads=1, ffn_dim=192, sampler="none", decoder_width=48, modes=16, proj_width=48, decoder_coords=False)
@@ -200,6 +203,23 @@ def test_burgers_network_has_the_published_parameter_count():
     assert count_parameters(gt("ft", coord_dim=1, **BURGERS)) == 530_305
 
 
+@pytest.mark.parametrize("entry, kernel, norms, regular", [
+    ("ft1d_regular", "fourier", set(), True), ("gt1d_regular", "galerkin", set(), True),
+    ("st1d_regular", "softmax", set(), True), ("lt1d_regular", "cao_linear", set(), True),
+    ("st1d", "softmax", {"q", "k"}, False), ("lt1d", "cao_linear", {"k", "v"}, False),
+])
+def test_the_burgers_ablation_entries_are_table_2a_rows_with_the_published_parameter_count(entry, kernel, norms, regular):
+    """Galerkin Table 2(a)'s FT / GT / ST / LT "regular Ln" and "ST Ln on Q, K" / "LT Ln on K, V" rows: the gt1d
+    network with that attention block, 530,305 parameters each (Table 5's 523k-530k)."""
+    from opflow.config import load_config_files
+
+    cfg = load_config_files([REPO / "config" / "default.yaml"])["models"][entry]
+    m = build_model({k: v for k, v in cfg.items() if k != "training"}, 1, 1, 1)
+    assert count_parameters(m) == 530_305
+    layer = m.layers[0]
+    assert layer.attn.kernel == kernel and set(layer.attn.norms) == norms and layer.regular is regular
+
+
 def test_inverse_network_has_the_published_parameter_count():
     """Inverse Darcy (Example 3): 2,383,873 (Table 5 "2.38m"): width 192, FFN 384, point-wise decoder."""
     assert count_parameters(gt(**INVERSE)) == 2_383_873
@@ -309,10 +329,12 @@ def test_galerkin_transformer_2d_overfits_four_samples():
 
 
 @pytest.mark.slow
-def test_fourier_transformer_1d_overfits_four_samples():
-    """The Burgers-type network (no sampler, spectral decoder) on the shared overfitting task."""
-    spec = dict(arch="ft", width=16, n_layers=2, n_heads=2, ffn_dim=32, sampler="none", decoder_width=8, modes=6, proj_width=16,
-                decoder_coords=False, dropout=0.0, ffn_dropout=0.0)
+@pytest.mark.parametrize("attention, norm", [("fourier", "head"), ("softmax", "regular"), ("cao_linear", "kv")])
+def test_the_1d_network_overfits_four_samples_with_each_attention_block(attention, norm):
+    """The Burgers-type network (no sampler, spectral decoder) on the shared overfitting task: the Fourier
+    Transformer, and two of Table 2(a)'s ablations (softmax with the post-LN block, Cao's "linear" attention)."""
+    spec = dict(arch="ft", attention=attention, norm=norm, width=16, n_layers=2, n_heads=2, ffn_dim=32, sampler="none", decoder_width=8,
+                modes=6, proj_width=16, decoder_coords=False, dropout=0.0, ffn_dropout=0.0)
     err = overfit_mean_field_operator(spec, steps=300)
     assert err < 1e-2, err
 
