@@ -20,8 +20,9 @@ with, per head, ``Q = y W_q``, ``K = y W_k``, ``V = y W_v`` and the coordinates 
 layer normalisation" (eq. 7; post-LN ``y <- LN(y + Attn(y)); y <- LN(y + g(y))`` as the authors'
 code computes it, no per-head norms); ``norm: qk`` / ``kv`` put the per-head norms on that pair
 for any kernel (the paper's "ST Ln on Q, K" / "LT Ln on K, V" ablations with ``attention:
-softmax`` / ``cao_linear``, the authors' "linear" attention; entries ``st1d``, ``lt1d``, ``st``, ``lt``, ...). W_q, W_k, W_v start from ``W = eta U + delta I`` (eq. 17, U Xavier
-with gain 1; ``init_gain`` = eta, ``init_diagonal`` = delta).
+softmax`` / ``cao_linear``, the authors' "linear" attention; entries ``st1d``, ``lt1d``, ``st``,
+``lt``, ...). W_q, W_k, W_v start from ``W = eta U + delta I`` (eq. 17, U Xavier with gain 1;
+``init_gain`` = eta, ``init_diagonal`` = delta).
 
 The 2D network (Appendix B, Figures 5-7, Table 5), on an ``n_f x n_f`` input grid:
 
