@@ -4,6 +4,7 @@ flush-to-zero flags, and the count of subnormal entries in a training state."""
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -12,6 +13,19 @@ import torch
 from benchmarks import cpu_denormals
 
 
+@pytest.fixture
+def subnormals_kept() -> Iterator[None]:
+    """This thread's flush-to-zero flags off for the test, as they were afterwards. The flags are process-wide
+    state: a training earlier in the same pytest process (``opflow.runtime.flush_cpu_denormals``) leaves them set, and
+    then ``torch.tensor([1e-39])`` is already 0.0, so a count of subnormal entries would see none."""
+    was_flushing = torch.tensor([1e-39]).item() == 0.0
+    torch.set_flush_denormal(False)
+    yield
+    if was_flushing:
+        torch.set_flush_denormal(True)
+
+
+@pytest.mark.usefixtures("subnormals_kept")
 def test_subnormal_entries_are_counted_in_nested_state_and_nothing_else() -> None:
     w = torch.tensor([1e-39, 1e-30, 0.0, 1.0])
     state = {"model": {"w": w, "steps": torch.tensor([3])}, "moments": [torch.tensor([1e-40, 2.0], dtype=torch.float32)],
