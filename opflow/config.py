@@ -9,7 +9,8 @@
     │                             (params: the solver's Params dataclass, checked in pipeline.config)
     ├── datasets.<name>           DatasetConfig: source, resolution, train/val/test, zero_shot,
     │                             task (TaskConfig), view (opflow.data.view_spec), eval_sets, training
-    ├── models.<name>             ModelEntry: arch + hyperparameters (opflow.models.hparams) + training
+    ├── models.<name>             ModelEntry: arch + hyperparameters (opflow.models.hparams) + training;
+    │                             ``extends: <other>`` starts from another entry (:func:`expand_extends`)
     ├── training                  TrainConfig (defaults: the ONO protocol, below)
     ├── runs.<dataset>/<model>    RunEntry: training overrides of one (dataset, model) pair, where a
     │                             paper's protocol sets them per pair (Galerkin Table 2(a): batch 4
@@ -440,8 +441,12 @@ class WorkflowConfig(StrictModel):
 
 
 def parse_workflow(config: Mapping[str, Any]) -> WorkflowConfig:
-    """The typed tree of a raw config mapping; :class:`ConfigError` names the first bad key."""
-    return validate(WorkflowConfig, dict(config))
+    """The typed tree of a raw config mapping (its ``models`` expanded: :func:`expand_extends`);
+    :class:`ConfigError` names the first bad key."""
+    raw = dict(config)
+    if isinstance(raw.get("models"), Mapping):
+        raw["models"] = models_of(raw)
+    return validate(WorkflowConfig, raw)
 
 
 def check_workflow(config: Mapping[str, Any] | WorkflowConfig) -> WorkflowConfig:
@@ -520,8 +525,8 @@ def eval_config(config: Mapping[str, Any]) -> EvalConfig:
 
 
 def model_entry(config: Mapping[str, Any], model: str) -> dict[str, Any]:
-    """``models.<model>`` without its ``training`` block: ``arch`` + hyperparameters."""
-    models = config.get("models") or {}
+    """``models.<model>`` without its ``training`` block: ``arch`` + hyperparameters (``extends`` expanded)."""
+    models = models_of(config)
     if model not in models:
         raise ConfigError(f"models: no model {model!r}; configured: {sorted(models)}")
     entry = validate(ModelEntry, models[model], f"models.{model}")
@@ -547,7 +552,7 @@ def eval_sets_of(config: Mapping[str, Any], dataset: str) -> dict[str, tuple[str
 def _only(config: Mapping[str, Any], dataset: str, model: str | None = None) -> dict[str, Any]:
     """The parts of ``config`` one (dataset, model) needs: parsing them alone is fast and names
     the same keys."""
-    datasets, models = config.get("datasets") or {}, config.get("models") or {}
+    datasets, models = config.get("datasets") or {}, models_of(config)
     if dataset not in datasets:
         raise ConfigError(f"datasets: no dataset {dataset!r}; configured: {sorted(datasets)}")
     out: dict[str, Any] = {k: config[k] for k in ("training", "evaluate") if k in config}
@@ -656,6 +661,60 @@ def deep_merge(base: Mapping[str, Any], override: Mapping[str, Any]) -> dict[str
     return out
 
 
+#: the key of ``models.<name>`` that names the entry it starts from (:func:`expand_extends`)
+EXTENDS = "extends"
+
+
+def expand_extends(models: Mapping[str, Any]) -> dict[str, Any]:
+    """``models`` with every ``extends: <other>`` entry written out: the other entry (itself expanded first)
+    deep-merged with this entry's own keys, which win, ``training`` key by key; ``extends`` itself is gone.
+
+    An ablation is its paper network with one setting changed (the Galerkin paper's "GT regular Ln" is ``gt`` with
+    ``norm: regular``), so its entry holds that change alone and the recipe has one place. It is expanded after
+    every ``--configfile`` is merged: an overlay that changes the base (the quick profile's ``gt.width``) changes
+    each entry extending it too, unless that entry sets the key itself. The expanded entry is what everything
+    reads, hashes included: an entry written out in full and the same entry as ``extends`` have the same run hash.
+    A base that is not configured, a value that is not a name, and a cycle are :class:`ConfigError` naming them.
+    """
+    out: dict[str, Any] = {}
+
+    def expand(name: str, chain: tuple[str, ...]) -> Any:
+        if name in out:
+            return out[name]
+        entry = models[name]
+        if not isinstance(entry, Mapping) or EXTENDS not in entry:
+            out[name] = entry
+            return entry
+        base = entry[EXTENDS]
+        where = f"models.{name}.{EXTENDS}"
+        if not isinstance(base, str):
+            raise ConfigError(f"{where}: {base!r} is not a model name; write the name of another entry of models:")
+        if base not in models:
+            import difflib
+
+            near = difflib.get_close_matches(base, list(models), n=3)
+            hint = f" (did you mean {', '.join(map(repr, near))}?)" if near else ""
+            raise ConfigError(f"{where}: no model {base!r} to extend{hint}; configured: {sorted(models)}")
+        if base in (*chain, name):
+            cycle = " -> ".join((*chain[chain.index(base):], name, base) if base in chain else (name, base))
+            raise ConfigError(f"{where}: the entries extend each other in a cycle ({cycle}); one of them must be written out")
+        import copy
+
+        own = {k: v for k, v in entry.items() if k != EXTENDS}
+        merged = deep_merge(copy.deepcopy(expand(base, (*chain, name))), own)
+        out[name] = merged
+        return merged
+
+    for name in models:
+        expand(name, ())
+    return out
+
+
+def models_of(config: Mapping[str, Any]) -> dict[str, Any]:
+    """``config["models"]`` with its ``extends`` entries expanded (:func:`expand_extends`); ``{}`` when absent."""
+    return expand_extends(config.get("models") or {})
+
+
 #: the config every workflow run starts from, relative to the workflow's folder: the Snakefile's
 #: ``configfile:``, which Snakemake reads before any ``--configfile`` (those are overlays of it)
 BASE_CONFIG = "config/default.yaml"
@@ -707,10 +766,13 @@ __all__ = [
     "check_workflow",
     "deep_merge",
     "diff_keys",
+    "EXTENDS",
     "eval_config",
+    "expand_extends",
     "eval_sets_of",
     "load_config_files",
     "model_entry",
+    "models_of",
     "parse_workflow",
     "resolve_run",
     "run_hash",

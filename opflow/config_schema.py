@@ -7,7 +7,9 @@ cannot drift from the loader. What the typed tree keeps open, because the loader
 choice, is closed here by generating one variant per choice:
 
 * ``models.<name>``: one variant per architecture (:func:`opflow.models.hparams.available_archs`),
-  its hyperparameter model plus ``arch`` (a constant, the discriminator) and ``training``;
+  its hyperparameter model plus ``arch`` (a constant, the discriminator) and ``training``; or an entry
+  that ``extends`` another (:func:`opflow.config.expand_extends`): ``extends`` a name, ``training``
+  typed, its other keys open, since their arch is the other entry's (the loader checks the expanded entry);
 * ``datasets.<name>.view``: one variant per registered view kind
   (:func:`opflow.data.view_spec.view_kinds`), ``kind`` required except for ``auto`` (the
   default), or the kind's name alone, or null;
@@ -30,7 +32,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Annotated, Any, Literal, Union
 
-from pydantic import BaseModel, Field, create_model
+from pydantic import BaseModel, ConfigDict, Field, create_model
 from pydantic.json_schema import GenerateJsonSchema, JsonSchemaValue
 from pydantic_core import core_schema as cs
 
@@ -75,7 +77,12 @@ def _model_entries() -> Any:
                 arch=(Literal[arch], ...), training=(TrainConfig | None, None),
             )  # fmt: skip
         )
-    return _one_of(variants, "arch")
+    extending = create_model(
+        "ExtendingModel", __config__=ConfigDict(extra="allow"),
+        __doc__="An entry written as another entry (``extends``) with some keys changed; the loader checks it expanded.",
+        extends=(Str, ...), training=(TrainConfig | None, None),
+    )  # fmt: skip
+    return Union[_one_of(variants, "arch"), extending]  # noqa: UP007
 
 
 def _views() -> Any:

@@ -19,6 +19,8 @@ from opflow.config import (
     eval_config,
     job_run,
     load_config_files,
+    model_entry,
+    models_of,
     resolve_run,
     task_of,
     train_config,
@@ -295,3 +297,84 @@ def test_optimizer_and_scheduler_choices_for_the_fno_recipe() -> None:
     # the choices change the trained weights, so they are part of the run hash
     base = resolve_run(cfg, "toy", "mlp")
     assert resolve_run(deep_merge(cfg, {"training": {"scheduler": "step"}}), "toy", "mlp")["hash"] != base["hash"]
+
+
+# --------------------------------------------------------------------------- models.<name>.extends
+
+
+def _extending(**child) -> dict:
+    """The tiny config with ``models.wide``, which extends ``mlp``, and ``mlp`` given a training block."""
+    cfg = tiny_config()
+    cfg["models"]["mlp"]["training"] = {"lr": 0.25, "batch_size": 2}
+    cfg["models"]["wide"] = {"extends": "mlp", **child}
+    return cfg
+
+
+def test_an_entry_that_extends_another_is_that_entry_with_its_own_keys_winning_training_key_by_key() -> None:
+    cfg = _extending(dropout=0.5, training={"lr": 0.125})
+    assert models_of(cfg)["wide"] == {"arch": TEST_ARCH, "width": 16, "dropout": 0.5, "training": {"lr": 0.125, "batch_size": 2}}
+    assert model_entry(cfg, "wide") == {"arch": TEST_ARCH, "width": 16, "dropout": 0.5}
+    tc = train_config(cfg, "toy", "wide")
+    assert (tc.lr, tc.batch_size) == (0.125, 2)
+    check_learning_config(cfg)
+    assert "extends" in cfg["models"]["wide"] and "dropout" not in cfg["models"]["mlp"]  # the raw mapping is left as it was
+
+
+def test_an_extending_entry_has_the_run_hash_of_the_same_entry_written_out() -> None:
+    """The expanded entry is what is hashed: rewriting a full entry as ``extends`` retrains nothing."""
+    written = tiny_config()
+    written["models"]["wide"] = {"arch": TEST_ARCH, "width": 16, "dropout": 0.5}
+    short = _extending(dropout=0.5)
+    short["models"]["mlp"].pop("training")
+    assert resolve_run(short, "toy", "wide") == resolve_run(written, "toy", "wide")
+    assert resolve_run(short, "toy", "wide")["hash"] != resolve_run(short, "toy", "mlp")["hash"]
+
+
+def test_extends_chains_and_an_overlay_of_the_base_reaches_every_entry_extending_it() -> None:
+    """Expanded after the config files are merged: the quick profile's size of ``gt`` is that of ``gt_regular`` too."""
+    cfg = _extending()
+    cfg["models"]["wider"] = {"extends": "wide", "dropout": 0.25}
+    overlay = deep_merge(cfg, {"models": {"mlp": {"width": 4}}})
+    models = models_of(overlay)
+    assert models["wide"]["width"] == models["wider"]["width"] == 4 and models["wider"]["dropout"] == 0.25
+    assert models_of(cfg)["wider"]["width"] == 16
+
+
+@pytest.mark.parametrize(
+    "extends, message",
+    [
+        ("mpl", "models.wide.extends: no model 'mpl' to extend (did you mean 'mlp'?); configured: ['mlp', 'wide']"),
+        (["mlp"], "models.wide.extends: ['mlp'] is not a model name"),
+        ("wide", "models.wide.extends: the entries extend each other in a cycle (wide -> wide)"),
+    ],
+    ids=["unknown base", "not a name", "itself"],
+)
+def test_a_bad_extends_is_named_with_the_fix(extends, message) -> None:
+    cfg = tiny_config()
+    cfg["models"]["wide"] = {"extends": extends}
+    for check in (check_learning_config, lambda c: train_config(c, "toy", "wide")):
+        with pytest.raises(ConfigError) as e:
+            check(cfg)
+        assert message in str(e.value)
+
+
+def test_a_cycle_of_entries_is_named_whole() -> None:
+    cfg = tiny_config()
+    cfg["models"].update({"a": {"extends": "b"}, "b": {"extends": "c"}, "c": {"extends": "a", "width": 8}})
+    with pytest.raises(ConfigError, match=r"models\.c\.extends: the entries extend each other in a cycle \(a -> b -> c -> a\)"):
+        models_of(cfg)
+
+
+def test_the_shipped_ablation_entries_hold_their_change_alone() -> None:
+    """config/default.yaml's Galerkin ablations extend the paper network they change: each says what differs."""
+    import yaml
+
+    raw = yaml.safe_load((ROOT / "config" / "default.yaml").read_text())["models"]
+    models = models_of({"models": raw})
+    assert raw["gt_regular"] == {"extends": "gt", "norm": "regular"}
+    assert raw["st1d"]["extends"] == "ft1d" and models["st1d"]["attention"] == "softmax"
+    for name, entry in raw.items():
+        if "extends" in entry:
+            base = models[entry["extends"]]
+            assert all(entry[k] != base.get(k) for k in entry if k not in ("extends", "training")), name  # nothing restated
+            assert all(v != (base.get("training") or {}).get(k) for k, v in (entry.get("training") or {}).items()), name

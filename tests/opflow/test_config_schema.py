@@ -71,6 +71,8 @@ WRONG = [
     ("hyperparameter of another arch", "models/fno/ortho_dim", 16, "models.fno: fno has no hyperparameter 'ortho_dim'"),
     ("wrong type of a hyperparameter", "models/ono/n_layers", "8", "models.ono.n_layers: '8' is not of type int"),
     ("unknown arch", "models/ono/arch", "onoo", "unknown model arch 'onoo'"),
+    ("extends a number", "models/gt_regular/extends", 3, "models.gt_regular.extends: 3 is not a model name"),
+    ("an arch key in an entry that extends none", "models/gt/nrom", "regular", "models.gt: gt has no hyperparameter 'nrom'"),
     ("wrong type of a solver parameter", "sources/darcy_piecewise/params/resolution", 421.5, "resolution: 421.5 is not of type int"),
     ("unknown solver parameter", "sources/darcy_piecewise/params/resolutoin", 421, "unknown parameter 'resolutoin'"),
     ("solver parameter not among its choices", "sources/darcy_piecewise/params/coefficient", "smooth", "'smooth' is not one of"),
@@ -131,7 +133,9 @@ def test_every_variant_is_generated_from_the_loader_models(schema: dict[str, Any
         assert branch["discriminator"]["propertyName"] == tag and set(refs) >= {value}
         return defs[refs[value].rsplit("/", 1)[1]]
 
-    models = schema["properties"]["models"]["additionalProperties"]
+    by_arch, extending = schema["properties"]["models"]["additionalProperties"]["anyOf"]
+    models = by_arch
+    assert defs[extending["$ref"].rsplit("/", 1)[1]]["required"] == ["extends"]  # the other keys are the base's arch's
     assert set(models["discriminator"]["mapping"]) == set(available_archs()) >= set(ARCHITECTURES)  # runtime registrations too
     for arch in available_archs():
         hparams = hparams_model(arch)

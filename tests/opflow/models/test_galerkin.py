@@ -212,9 +212,9 @@ def test_the_burgers_ablation_entries_are_table_2a_rows_with_the_published_param
     """Galerkin Table 2(a)'s FT / GT / ST / LT "regular Ln" and "ST Ln on Q, K" / "LT Ln on K, V" rows: the gt1d
     network with that attention block, 530,305 parameters each (Table 5's 523k-530k); Table 2(b)'s Darcy rows
     the same on the gt / ft network, 2,220,829 each, and Table 3's on the inverse network, 2,383,873 each."""
-    from opflow.config import load_config_files
+    from opflow.config import load_config_files, models_of
 
-    models = load_config_files([REPO / "config" / "default.yaml"])["models"]
+    models = models_of(load_config_files([REPO / "config" / "default.yaml"]))
     for name, dim, count in ((entry, 1, 530_305), (entry.replace("1d", ""), 2, 2_220_829), (entry.replace("1d", "_inverse"), 2, 2_383_873)):
         m = build_model({k: v for k, v in models[name].items() if k != "training"}, 1, 1, dim)
         assert count_parameters(m) == count, name

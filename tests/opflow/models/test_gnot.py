@@ -226,10 +226,9 @@ def test_darcy_configuration_and_bad_settings():
 
 
 def _official() -> dict:
-    import yaml
+    from opflow.config import load_config_files, model_entry
 
-    entry = yaml.safe_load((Path(__file__).resolve().parents[3] / "config" / "default.yaml").read_text())["models"]["gnot_official"]
-    return {k: v for k, v in entry.items() if k != "training"}
+    return model_entry(load_config_files([Path(__file__).resolve().parents[3] / "config" / "default.yaml"]), "gnot_official")
 
 
 def test_release_entry_is_the_paper_size_with_the_release_options():
