@@ -162,7 +162,12 @@ def restore(root: str | os.PathLike[str], published: str | os.PathLike[str]) -> 
     pointer in ``published/*/`` names and that is not here: the checkpoints, and the data a CPU run reads. A file that is
     here is never written over (a newer checkpoint, the whole data file). Returns ``(restored, lost)``: the paths
     brought back, and a line for each file that is neither here nor to be had from the history (never kept there, or
-    not in this clone's history: a shallow clone)."""
+    not in this clone's history: a shallow clone).
+
+    A CPU run's checkpoint brought back also brings back its log: ``train.log`` of the run's record folder (what
+    ``scripts/cpu_training.sh snapshot`` copied there before ``keep``) is put beside it where the run has none, so that
+    the trainer appends the next session's epochs to the earlier ones (its ``--- resumed at epoch N`` line between
+    them) and the record keeps the whole run's log."""
     restored, lost = [], []
     for folder, name, pointer in _pointers(published):
         for e in [pointer, *pointer.get("data", [])]:
@@ -179,6 +184,11 @@ def restore(root: str | os.PathLike[str], published: str | os.PathLike[str]) -> 
                 lost.append(f"{folder / name}: {e['file']} is not here, and {err}")
                 continue
             restored.append(e["file"])
+            log, earlier = dst.parent / "train.log", folder / "train.log"
+            if e is pointer and name == CPU_POINTER and earlier.is_file() and not log.exists():
+                with atomic_path(log) as tmp:
+                    shutil.copyfile(earlier, tmp)
+                restored.append(log.relative_to(root).as_posix())
     return restored, lost
 
 

@@ -60,6 +60,29 @@ def test_the_cpu_run_and_its_data_are_kept_once_and_come_back_on_a_new_machine(t
     assert torch.load(clone / "models/f_m/checkpoint.pt")["epoch"] == 10
 
 
+def test_a_cpu_run_brought_back_gets_its_earlier_log_to_append_to(tmp_path):
+    """The record's train.log (the snapshot taken before `keep`) goes beside the restored checkpoint, so that the
+    published log holds every session's epochs; a log already there is never written over."""
+    repo = project(tmp_path / "repo")
+    folder = repo / "published" / "f_m"
+    ckpt = checkpoint(repo / "models" / "f_m" / "checkpoint.pt", 8)
+    (folder / "train.log").write_text("--- started from scratch (t0) ---\nepoch 1/100\nepoch 8/100\n")
+    git(repo, "add", "published/f_m/train.log")
+    git(repo, "commit", "-qm", "snapshot at epoch 8")
+    lease_state.save(repo, repo / "published", (folder, ckpt, []))
+    clone = tmp_path / "new-machine"
+    subprocess.run(["git", "clone", "-q", str(repo), str(clone)], check=True)
+    assert lease_state.restore(clone, clone / "published") == (["models/f_m/checkpoint.pt", "models/f_m/train.log"], [])
+    assert (clone / "models/f_m/train.log").read_text() == (folder / "train.log").read_text()
+
+    other = tmp_path / "another-machine"
+    subprocess.run(["git", "clone", "-q", str(repo), str(other)], check=True)
+    (other / "models/f_m").mkdir(parents=True)
+    (other / "models/f_m/train.log").write_text("this machine's own log\n")
+    assert lease_state.restore(other, other / "published") == (["models/f_m/checkpoint.pt"], [])
+    assert (other / "models/f_m/train.log").read_text() == "this machine's own log\n"
+
+
 def test_a_lease_checkpoint_is_kept_in_the_history_and_one_never_kept_is_named_lost(tmp_path):
     repo = project(tmp_path / "repo")
     pulled = checkpoint(tmp_path / "pulled.pt", 3)
