@@ -15,7 +15,9 @@
 #                                    killed run is removed when no Snakemake process runs on this machine
 #   scripts/cpu_training.sh keep     at a session's end: keep its checkpoint as it is now, and the data it reads, in git's
 #                                    history (`opflow queue --save-state`: two commits, the files out of the tree again;
-#                                    nothing else may be staged). The training goes on meanwhile
+#                                    nothing else may be staged). The training goes on meanwhile. Run `snapshot` and
+#                                    commit it first: `start` on a new machine puts that train.log beside the restored
+#                                    checkpoint, and the log goes on from it
 #   scripts/cpu_training.sh status   running, paused or not running, the last line of each target's train.log, and the
 #                                    checkpoints of its earlier runs kept aside (checkpoint.discarded-<time>.pt)
 #   scripts/cpu_training.sh pause    stop it where it is (SIGSTOP) before a timing that must have the cores alone
