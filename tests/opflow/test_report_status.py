@@ -50,10 +50,11 @@ def test_a_divergence_begins_where_the_loss_stays_far_above_its_lowest() -> None
 
 def test_the_committed_diverged_runs_are_read_with_their_epochs() -> None:
     got = load_diverged(REPO / "published/diverged.yaml", REPO)
-    assert set(got) == {("burgers2048", "ft1d"), ("burgers", "ft1d"), ("darcy_inverse141_eps0", "gt_inverse")}
+    assert set(got) == {("burgers2048", "ft1d"), ("burgers", "ft1d"), ("darcy_inverse141_eps0", "gt_inverse"), ("burgers512", "gt1d_regular")}
     assert (got[("burgers2048", "ft1d")].began, got[("burgers2048", "ft1d")].stopped) == (26, 29)  # the README's account
     assert (got[("burgers", "ft1d")].began, got[("burgers", "ft1d")].stopped) == (31, 59)
     assert (got[("darcy_inverse141_eps0", "gt_inverse")].began, got[("darcy_inverse141_eps0", "gt_inverse")].stopped) == (26, 32)
+    assert (got[("burgers512", "gt1d_regular")].began, got[("burgers512", "gt1d_regular")].stopped) == (31, 32)
     assert all(v.curves.is_file() and v.figure and v.figure.is_file() for v in got.values())
 
 
