@@ -68,6 +68,8 @@ another.
 
 from __future__ import annotations
 
+import copy
+import difflib
 import os
 from collections.abc import Mapping, Sequence
 from typing import Annotated, Any, ClassVar, Literal
@@ -444,8 +446,9 @@ def parse_workflow(config: Mapping[str, Any]) -> WorkflowConfig:
     """The typed tree of a raw config mapping (its ``models`` expanded: :func:`expand_extends`);
     :class:`ConfigError` names the first bad key."""
     raw = dict(config)
-    if isinstance(raw.get("models"), Mapping):
-        raw["models"] = models_of(raw)
+    models = raw.get("models")
+    if isinstance(models, Mapping) and any(isinstance(e, Mapping) and EXTENDS in e for e in models.values()):
+        raw["models"] = expand_extends(models)  # a subset from _only is expanded already: no second pass
     return validate(WorkflowConfig, raw)
 
 
@@ -690,16 +693,12 @@ def expand_extends(models: Mapping[str, Any]) -> dict[str, Any]:
         if not isinstance(base, str):
             raise ConfigError(f"{where}: {base!r} is not a model name; write the name of another entry of models:")
         if base not in models:
-            import difflib
-
             near = difflib.get_close_matches(base, list(models), n=3)
             hint = f" (did you mean {', '.join(map(repr, near))}?)" if near else ""
             raise ConfigError(f"{where}: no model {base!r} to extend{hint}; configured: {sorted(models)}")
         if base in (*chain, name):
             cycle = " -> ".join((*chain[chain.index(base):], name, base) if base in chain else (name, base))
             raise ConfigError(f"{where}: the entries extend each other in a cycle ({cycle}); one of them must be written out")
-        import copy
-
         own = {k: v for k, v in entry.items() if k != EXTENDS}
         merged = deep_merge(copy.deepcopy(expand(base, (*chain, name))), own)
         out[name] = merged
