@@ -65,7 +65,9 @@ the up-sampler applies its activation once (the released code applies SiLU twice
 intermediate grid is ``round(sqrt(n_f n_c))`` for both samplers (the code derives it from a rounded
 scale factor: 78 down and 77 up at (141, 43)); attention dropout is on the attention output (the
 code also drops entries of ``K^T V`` with p = 0.5 at every call, evaluation included, a slip
-not reproduced). Outputs at query points other than the input points are bilinear interpolations
+not reproduced by default; ``kv_dropout: 0.5`` with ``kv_dropout_eval: true`` reproduces it for the
+Galerkin type, :class:`~opflow.models.layers.MultiHeadAttention`; the Fourier type's code drops entries
+of the ``n x n`` matrix ``Q K^T / n``, which this linear-cost order never forms). Outputs at query points other than the input points are bilinear interpolations
 of the decoder's grid output (point-wise decoder: of the up-sampled features, then the decoder at
 the query coordinates). ``output_grid: coarse`` (the inverse problem, whose target lives on the
 coarse grid: the authors' up-sampler there maps the coarse grid to itself) runs the up-sampler's
@@ -223,11 +225,13 @@ class GalerkinEncoderLayer(nn.Module):
     def __init__(
         self, width: int, n_heads: int, ffn_dim: int, kernel: str, norm: str, pos_dim: int, *,
         init_gain: float, init_diagonal: float, act: str, dropout: float, ffn_dropout: float,
+        kv_dropout: float = 0.0, kv_dropout_eval: bool = False,
     ) -> None:
         super().__init__()
         head_norm = {"head": "auto", "qk": "qk", "kv": "kv", "regular": "none"}[norm]
         self.attn = MultiHeadAttention(
             width, n_heads, kernel, pos_dim=pos_dim, dropout=dropout, head_norm=head_norm, init_gain=init_gain, init_diagonal=init_diagonal,
+            kv_dropout=kv_dropout, kv_dropout_eval=kv_dropout_eval,
         )
         self.ffn = FeedForward(width, ffn_dim / width, act=act, dropout=ffn_dropout)
         self.regular = norm == "regular"
@@ -292,6 +296,8 @@ class GalerkinTransformer(OperatorModel):
         decoder_act: str,
         decoder_dropout: float,
         output_grid: str,
+        kv_dropout: float = 0.0,
+        kv_dropout_eval: bool = False,
     ) -> None:
         super().__init__(in_channels, out_channels, coord_dim)
         if coord_dim not in (1, 2):
@@ -311,7 +317,7 @@ class GalerkinTransformer(OperatorModel):
         self.layers = nn.ModuleList(
             GalerkinEncoderLayer(
                 width, n_heads, ffn_dim, attention, norm, coord_dim, init_gain=init_gain, init_diagonal=init_diagonal,
-                act=ffn_act, dropout=dropout, ffn_dropout=ffn_dropout,
+                act=ffn_act, dropout=dropout, ffn_dropout=ffn_dropout, kv_dropout=kv_dropout, kv_dropout_eval=kv_dropout_eval,
             )
             for _ in range(n_layers)
         )

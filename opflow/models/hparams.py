@@ -257,7 +257,9 @@ class GtHparams(Hparams):
     ``decoder_coords`` concatenates the coordinates before the decoder's first linear map.
     ``output_grid: coarse`` runs the up-sampler's convolution and the decoder on the attention grid
     (the inverse problem: its target lives on the coarse grid, Example 3); outputs at other points
-    are interpolated from the decoder's grid.
+    are interpolated from the decoder's grid. ``kv_dropout`` (``attention: galerkin``) drops entries of
+    each head's ``K^T V / n`` in training, ``kv_dropout_eval`` in evaluation too: the authors' code does
+    both with p = 0.5 in every run (a slip: the paper describes none; off by default).
     """
 
     width: PosInt = 128
@@ -287,6 +289,8 @@ class GtHparams(Hparams):
     decoder_act: Activation = "silu"
     decoder_dropout: NonNegFloat = Field(0.0, lt=1)
     output_grid: Literal["input", "coarse"] = "input"
+    kv_dropout: NonNegFloat = Field(0.0, lt=1)
+    kv_dropout_eval: Bool = False
 
     needs: ClassVar[DataNeeds] = DataNeeds(grid=True, dims=(1, 2))
 
@@ -307,6 +311,13 @@ class GtHparams(Hparams):
             raise ValueError(f"coarse_sizes: fine size listed twice in {[list(p) for p in self.coarse_sizes]}")
         if any(c < 2 for _, c in self.coarse_sizes):
             raise ValueError(f"coarse_sizes: every coarse size must be >= 2, got {[list(p) for p in self.coarse_sizes]}")
+        if self.kv_dropout and self.attention != "galerkin":
+            raise ValueError(
+                f"kv_dropout drops entries of K^T V, which only attention: galerkin forms (the Galerkin authors' code); "
+                f"attention {self.attention!r} has none: set kv_dropout: 0"
+            )
+        if self.kv_dropout_eval and not self.kv_dropout:
+            raise ValueError("kv_dropout_eval keeps kv_dropout on in evaluation, but kv_dropout is 0: set kv_dropout (0.5 in the authors' code) or drop kv_dropout_eval")
         return self
 
 

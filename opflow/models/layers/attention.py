@@ -80,7 +80,7 @@ from torch import Tensor, nn
 from opflow.data.errors import ConfigError
 
 from ..hparams import HEAD_NORMS, KERNELS
-from .dropout import Dropout
+from .dropout import Dropout, dropout
 from .mlp import FeedForward
 
 # KERNELS (name -> formula) is defined with the other enumerations in opflow.models.hparams
@@ -235,11 +235,16 @@ def cao_linear_attention(q: Tensor, k: Tensor, v: Tensor, key_mask: Tensor | Non
     return out * (w.sum(-1) / _real_count(key_mask, k.shape[2], out).reshape(-1))[:, None, None, None]
 
 
-def galerkin_attention(q: Tensor, k: Tensor, v: Tensor, key_mask: Tensor | None = None, weights: Tensor | None = None) -> Tensor:
+def galerkin_attention(
+    q: Tensor, k: Tensor, v: Tensor, key_mask: Tensor | None = None, weights: Tensor | None = None, kv_dropout: float = 0.0,
+) -> Tensor:
     """Cao 2021: ``Q (K^T diag(w) V)``, ``w_j = 1/n`` over the real keys unless weights are given.
 
     The layer norms that distinguish the Galerkin (on K, V) and Fourier (on Q, K) types are applied
-    by :class:`MultiHeadAttention` before this product; both types share it.
+    by :class:`MultiHeadAttention` before this product; both types share it. ``kv_dropout = p > 0``
+    drops entries of the ``(d, d)`` product ``K^T diag(w) V`` of each head with probability ``p``
+    (:func:`~opflow.models.layers.dropout.dropout`; the caller decides when: :class:`MultiHeadAttention`'s
+    ``kv_dropout``), as the Galerkin authors' code does.
     """
     dtype = q.dtype
     q, k, v = _upcast(q, k, v)
@@ -250,7 +255,10 @@ def galerkin_attention(q: Tensor, k: Tensor, v: Tensor, key_mask: Tensor | None 
             kw = kw * w
     else:
         kw = k * _key_weights(key_mask, weights, k)
-    return torch.einsum("bhmd,bhde->bhme", q, torch.einsum("bhnd,bhne->bhde", kw, v)).to(dtype)
+    kv = torch.einsum("bhnd,bhne->bhde", kw, v)
+    if kv_dropout > 0.0:
+        kv = dropout(kv, kv_dropout)
+    return torch.einsum("bhmd,bhde->bhme", q, kv).to(dtype)
 
 
 fourier_attention = galerkin_attention
@@ -485,6 +493,12 @@ class MultiHeadAttention(nn.Module):
     bias=False)`` on ``v (B, H, N, d)``, the package's ``res_conv``; masked points enter as zeros;
     in cross-attention the values of the query tokens, ``x W_v``); ``pad_to_landmarks`` and
     ``pinv_scale`` are passed to :func:`nystrom_attention`.
+
+    ``kv_dropout = p`` (``galerkin`` kernel only) drops entries of each head's ``(d, d)`` product ``K^T V / n``
+    with probability ``p`` in training, and in evaluation too with ``kv_dropout_eval``: the Galerkin authors'
+    code (``libs/layers.py``, ``linear_attention``) calls ``F.dropout`` there with its default p = 0.5 in
+    both modes, whatever dropout rate is configured (0.5 and ``True`` reproduce it). Off by default: the
+    paper describes no such dropout (its eq. 4 and 6).
     """
 
     def __init__(
@@ -506,9 +520,16 @@ class MultiHeadAttention(nn.Module):
         residual_conv: int = 0,
         pad_to_landmarks: bool = False,
         pinv_scale: str = "matrix",
+        kv_dropout: float = 0.0,
+        kv_dropout_eval: bool = False,
     ) -> None:
         super().__init__()
         self.kernel = check_kernel(kernel)
+        if kv_dropout and self.kernel != "galerkin":
+            raise ConfigError(f"kv_dropout drops entries of K^T V, which only the galerkin kernel forms; kernel {kernel!r} has none: set kv_dropout: 0")
+        if not 0.0 <= kv_dropout < 1.0:
+            raise ConfigError(f"kv_dropout {kv_dropout} is outside [0, 1); the Galerkin authors' code drops with 0.5, 0 turns it off")
+        self.kv_dropout, self.kv_dropout_eval = float(kv_dropout), bool(kv_dropout_eval)
         if residual_conv < 0 or (residual_conv and residual_conv % 2 == 0):
             raise ConfigError(f"residual_conv must be 0 (none) or an odd kernel size, got {residual_conv}")
         if pinv_scale not in ("matrix", "batch"):
@@ -625,7 +646,8 @@ class MultiHeadAttention(nn.Module):
         elif kern == "cao_linear":
             out = cao_linear_attention(q, k, v, mask, weights)
         elif kern in ("galerkin", "fourier"):
-            out = galerkin_attention(q, k, v, mask, weights)
+            p_kv = self.kv_dropout if self.training or self.kv_dropout_eval else 0.0
+            out = galerkin_attention(q, k, v, mask, weights, kv_dropout=p_kv)
         else:
             out = nystrom_attention(
                 q, k, v, mask, query_mask, self.num_landmarks, self.pinv_iterations, pad_to_landmarks=self.pad_to_landmarks, pinv_scale=self.pinv_scale

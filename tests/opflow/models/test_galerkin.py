@@ -109,6 +109,56 @@ def test_galerkin_attention_is_q_times_kt_v_over_n_computed_naively():
     torch.testing.assert_close(att(x, pos=pos), att.to_out(z.transpose(1, 2).reshape(2, n, -1)), rtol=1e-10, atol=1e-12)
 
 
+def test_kv_dropout_drops_entries_of_kt_v_over_n_as_the_authors_code_does():
+    """``kv_dropout = p``: Q (M * (K^T V / n)) / (1 - p), M Bernoulli(1 - p) per entry of each head's (d, d) product:
+    the mask of :func:`opflow.models.layers.dropout.dropout` drawn from the same seed, on the product after the 1/n."""
+    from opflow.models.layers.dropout import dropout
+
+    g = torch.Generator().manual_seed(3)
+    q, k, v = (torch.randn(2, 2, 9, 4, generator=g) for _ in range(3))
+    ktv = torch.einsum("bhnd,bhne->bhde", k, v) / 9
+    torch.manual_seed(11)
+    dropped = galerkin_attention(q, k, v, kv_dropout=0.5)
+    torch.manual_seed(11)
+    torch.testing.assert_close(dropped, q @ dropout(ktv, 0.5), rtol=1e-6, atol=1e-6)
+    torch.manual_seed(11)
+    kept = dropout(ktv, 0.5) / ktv
+    assert set(kept.flatten().tolist()) == {0.0, 2.0}  # entries dropped or doubled, about half each
+    assert 0.3 < (kept == 0).float().mean() < 0.7
+    torch.testing.assert_close(galerkin_attention(q, k, v, kv_dropout=0.0), q @ ktv, rtol=1e-6, atol=1e-6)
+
+
+def test_kv_dropout_is_on_in_training_and_in_evaluation_only_with_kv_dropout_eval():
+    x, pos = torch.randn(2, 9, 8), torch.rand(2, 9, 2)
+    torch.manual_seed(0)
+    plain = MultiHeadAttention(8, 2, "galerkin", pos_dim=2)
+    nets = {}
+    for name, kw in {"train": {}, "always": {"kv_dropout_eval": True}}.items():
+        torch.manual_seed(0)
+        nets[name] = MultiHeadAttention(8, 2, "galerkin", pos_dim=2, kv_dropout=0.5, **kw)
+        nets[name].load_state_dict(plain.state_dict())
+    plain.eval()
+    reference = plain(x, pos=pos)
+    for net in nets.values():  # training: the product is dropped, a new mask at every call
+        a, b = net(x, pos=pos), net(x, pos=pos)
+        assert not torch.allclose(a, reference) and not torch.allclose(a, b)
+        net.eval()
+    torch.testing.assert_close(nets["train"](x, pos=pos), reference)  # evaluation: off unless kv_dropout_eval
+    assert not torch.allclose(nets["always"](x, pos=pos), reference)
+
+
+def test_kv_dropout_settings_that_cannot_apply_are_named():
+    with pytest.raises(ValueError, match="only attention: galerkin forms"):
+        check_hparams("gt", {"attention": "fourier", "kv_dropout": 0.5})
+    with pytest.raises(ValueError, match="kv_dropout is 0"):
+        check_hparams("gt", {"kv_dropout_eval": True})
+    with pytest.raises(ConfigError, match="only the galerkin kernel"):
+        MultiHeadAttention(8, 2, "softmax", kv_dropout=0.5)
+    assert count_parameters(gt(**SMALL2D, kv_dropout=0.5)) == count_parameters(gt(**SMALL2D))  # a dropout: no weights
+    net = gt(arch="gt", coord_dim=1, sampler="none", attention="galerkin", norm="regular", kv_dropout=0.5, kv_dropout_eval=True)
+    assert all(layer.attn.kv_dropout == 0.5 and layer.attn.kv_dropout_eval for layer in net.layers)
+
+
 def test_head_norm_options_and_regular_layer_norm():
     """Per-head norms: the kernel's pair, none, or a named pair for any kernel (the paper's softmax
     ablations); norm: regular is the post-LN layer of eq. 7 without per-head norms."""
