@@ -67,8 +67,8 @@ scale factor: 78 down and 77 up at (141, 43)); attention dropout is on the atten
 code also drops entries of ``K^T V`` with p = 0.5 at every call, evaluation included, a slip
 not reproduced by default; ``kv_dropout: 0.5`` with ``kv_dropout_eval: true`` reproduces it for the
 Galerkin type, :class:`~opflow.models.layers.MultiHeadAttention`; the Fourier type's code drops entries
-of the ``n x n`` matrix ``Q K^T / n``, which this linear-cost order never forms). Outputs at query points other than the input points are bilinear interpolations
-of the decoder's grid output (point-wise decoder: of the up-sampled features, then the decoder at
+of the ``n x n`` matrix ``Q K^T / n``, which this linear-cost order never forms). Outputs at query
+points other than the input points are bilinear interpolations of the decoder's grid output (point-wise decoder: of the up-sampled features, then the decoder at
 the query coordinates). ``output_grid: coarse`` (the inverse problem, whose target lives on the
 coarse grid: the authors' up-sampler there maps the coarse grid to itself) runs the up-sampler's
 convolution and the decoder on the attention grid and interpolates from it.
