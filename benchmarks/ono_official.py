@@ -13,6 +13,13 @@ either is copied here. The release's other imports (timm, linear-attention, perf
 linformer packages) are only needed for its other blocks: they are replaced by empty stand-ins,
 and timm's ``trunc_normal_`` by torch's (the same distribution).
 
+``--release-config zeroshot``: the README's zero-shot super-resolution command (``space_gen.py``: 8
+layers, 16 eigenfunctions, the ``linear_attention_transformer`` block) against
+:data:`opflow.models.ono.RELEASE_ZEROSHOT` (``models.ono_official_zeroshot``); ``--pythonpath`` then
+also holds ``linear-attention-transformer==0.19.1`` (the release's requirements) and the packages it
+imports (``local-attention``, ``linformer``, ``product-key-memory``, ``axial-positional-embedding``;
+versions of 2023). Only its Nystrom component timing (4.) is left out.
+
 1. Equivalence: the release's ``ONO2`` (README Darcy command) and opflow's ``ono`` with
    :data:`opflow.models.ono.RELEASE_DARCY`, weights copied one to one (:func:`release_to_opflow`),
    in float64 on a few random Darcy-like batches, on ``--device``: output difference in training
@@ -61,7 +68,11 @@ from benchmarks.common import loadavg, machine, parse_variant, utc_timestamp, ve
 
 
 def load_release(release_dir: Path, pythonpath: list[str]) -> types.ModuleType:
-    """Import the release's ``ONOmodel2`` with stand-ins for the packages its Darcy model does not use."""
+    """Import the release's ``ONOmodel2`` with stand-ins for the packages its models here do not use
+    (a package found on ``pythonpath`` is imported for real: ``linear_attention_transformer`` for
+    ``--release-config zeroshot``)."""
+    import importlib.util
+
     import torch
 
     for p in reversed(pythonpath):
@@ -77,8 +88,9 @@ def load_release(release_dir: Path, pythonpath: list[str]) -> types.ModuleType:
         "performer_pytorch": {"SelfAttention": _Unused}, "reformer_pytorch": {"LSHSelfAttention": _Unused},
         "linformer": {"LinformerSelfAttention": _Unused},
     }
+    real = {name for name in stubs if "." not in name and importlib.util.find_spec(name) is not None}
     for name, attrs in stubs.items():
-        if name not in sys.modules:
+        if name not in sys.modules and name.split(".")[0] not in real:
             mod = types.ModuleType(name)
             mod.__dict__.update(attrs)
             sys.modules[name] = mod
@@ -89,19 +101,38 @@ def load_release(release_dir: Path, pythonpath: list[str]) -> types.ModuleType:
         sys.path.remove(str(release_dir))
 
 
-def release_model(mod: types.ModuleType) -> Any:
-    """``ONO2`` as the release's Darcy script builds it from the README command."""
-    return mod.ONO2(n_hidden=128, n_layers=10, space_dim=2, fun_dim=1, dropout=0.0, n_head=8, momentum=0.9, orth=1, psi_dim=32,
-                    mlp_ratio=2, attn_type="nystrom")
+#: ``--release-config``: the README command's ``ONO2`` arguments and opflow's hyperparameters
+#: (:mod:`opflow.models.ono`): ``darcy`` = ``Darcy_example.py`` (Nystrom block), ``zeroshot`` =
+#: ``space_gen.py`` (no ``--attn_type``: the ``linear_attention_transformer`` block)
+RELEASE_COMMANDS: dict[str, dict[str, Any]] = {
+    "darcy": {"n_hidden": 128, "n_layers": 10, "n_head": 8, "psi_dim": 32, "mlp_ratio": 2, "attn_type": "nystrom"},
+    "zeroshot": {"n_hidden": 128, "n_layers": 8, "n_head": 8, "psi_dim": 16, "mlp_ratio": 1, "attn_type": None},
+}
+
+
+def release_hparams(config: str = "darcy") -> dict[str, Any]:
+    """opflow's ``ono`` hyperparameters of a ``--release-config``."""
+    from opflow.models.ono import RELEASE_DARCY, RELEASE_ZEROSHOT
+
+    return {"darcy": RELEASE_DARCY, "zeroshot": RELEASE_ZEROSHOT}[config]
+
+
+def release_model(mod: types.ModuleType, config: str = "darcy") -> Any:
+    """``ONO2`` as the release's script builds it from the README command of ``config``."""
+    return mod.ONO2(space_dim=2, fun_dim=1, dropout=0.0, momentum=0.9, orth=1, **RELEASE_COMMANDS[config])
 
 
 def release_to_opflow(sd: dict[str, Any], n_layers: int, width: int) -> dict[str, Any]:
-    """The release's ``ONO2`` state dict renamed to opflow's ``ono`` (``RELEASE_DARCY``) parameters.
+    """The release's ``ONO2`` state dict renamed to opflow's ``ono`` (``RELEASE_DARCY`` /
+    ``RELEASE_ZEROSHOT``) parameters.
 
     ``preprocess`` -> ``encoder``; per stage ``ln_1``/``Attn``/``ln_2``/``mlp`` -> the NN block
-    (``to_qkv`` split into ``to_q`` and ``to_kv``), ``proj``/``mu``/``ln_3``/``mlp2`` -> the
-    orthogonal flow (``feature_cov`` -> ``running_cov``).
+    (the Nystrom block's ``to_qkv``, or the linear block's ``to_q``, ``to_k``, ``to_v``, as ``to_q``
+    and ``to_kv``), ``proj``/``mu``/``ln_3``/``mlp2`` -> the orthogonal flow (``feature_cov`` ->
+    ``running_cov``).
     """
+    import torch
+
     out: dict[str, Any] = {}
 
     def mlp(src: str, dst: str) -> None:
@@ -115,12 +146,16 @@ def release_to_opflow(sd: dict[str, Any], n_layers: int, width: int) -> dict[str
         for p in ("weight", "bias"):
             out[b + "ln_attn." + p] = sd[s + "ln_1." + p]
             out[b + "ln_ffn." + p] = sd[s + "ln_2." + p]
-            out[b + "attn.to_out." + p] = sd[s + "Attn.to_out.0." + p]
+            out[b + "attn.to_out." + p] = sd[s + "Attn.to_out.0." + p] if s + "Attn.to_qkv.weight" in sd else sd[s + "Attn.to_out." + p]
             out[o + "w_q." + p] = sd[s + "proj." + p]
             out[o + "ln." + p] = sd[s + "ln_3." + p]
-        qkv = sd[s + "Attn.to_qkv.weight"]
-        out[b + "attn.to_q.weight"], out[b + "attn.to_kv.weight"] = qkv[:width], qkv[width:]
-        out[b + "attn.res_conv.weight"] = sd[s + "Attn.res_conv.weight"]
+        if s + "Attn.to_qkv.weight" in sd:  # nystrom-attention
+            qkv = sd[s + "Attn.to_qkv.weight"]
+            out[b + "attn.to_q.weight"], out[b + "attn.to_kv.weight"] = qkv[:width], qkv[width:]
+            out[b + "attn.res_conv.weight"] = sd[s + "Attn.res_conv.weight"]
+        else:  # linear_attention_transformer's SelfAttention
+            out[b + "attn.to_q.weight"] = sd[s + "Attn.to_q.weight"]
+            out[b + "attn.to_kv.weight"] = torch.cat([sd[s + "Attn.to_k.weight"], sd[s + "Attn.to_v.weight"]], 0)
         mlp(s + "mlp", b + "ffn")
         out[o + "mu"] = sd[s + "mu"]
         if i == n_layers - 1:
@@ -143,24 +178,25 @@ def darcy_batch(resolution: int, batch: int, seed: int, dtype: Any) -> tuple[Any
     return coords, a, u
 
 
-def paired_models(mod: types.ModuleType, dtype: Any, seed: int = 0) -> tuple[Any, Any]:
+def paired_models(mod: types.ModuleType, dtype: Any, seed: int = 0, config: str = "darcy") -> tuple[Any, Any]:
     import torch
 
     from opflow.models import build_model
-    from opflow.models.ono import RELEASE_DARCY
 
     torch.manual_seed(seed)
-    theirs = release_model(mod).to(dtype)
-    ours = build_model({"arch": "ono", **RELEASE_DARCY}, 1, 1, 2).to(dtype)
-    missing = ours.load_state_dict(release_to_opflow(theirs.state_dict(), 10, 128), strict=False)
-    assert not missing.unexpected_keys and set(missing.missing_keys) <= {f"ortho.{i}.ort.{b}" for i in range(10) for b in ("running_cov", "num_batches_tracked")}, missing
+    theirs = release_model(mod, config).to(dtype)
+    ours = build_model({"arch": "ono", **release_hparams(config)}, 1, 1, 2).to(dtype)
+    n_layers = RELEASE_COMMANDS[config]["n_layers"]
+    missing = ours.load_state_dict(release_to_opflow(theirs.state_dict(), n_layers, 128), strict=False)
+    allowed = {f"ortho.{i}.ort.{b}" for i in range(n_layers) for b in ("running_cov", "num_batches_tracked")}
+    assert not missing.unexpected_keys and set(missing.missing_keys) <= allowed, missing
     return theirs, ours
 
 
-def equivalence(mod: types.ModuleType, resolution: int, batch: int, device: Any = "cpu") -> dict[str, Any]:
+def equivalence(mod: types.ModuleType, resolution: int, batch: int, device: Any = "cpu", config: str = "darcy") -> dict[str, Any]:
     import torch
 
-    theirs, ours = paired_models(mod, torch.float64)
+    theirs, ours = paired_models(mod, torch.float64, config=config)
     theirs, ours = theirs.to(device), ours.to(device)
     rows = []
     for step, seed in enumerate((1, 2, 3)):
@@ -175,7 +211,9 @@ def equivalence(mod: types.ModuleType, resolution: int, batch: int, device: Any 
     with torch.no_grad():
         yt, yo = theirs(coords, a), ours(coords, a)
     rows.append({"mode": "eval", "batch": 3, "max_abs_diff_over_max_abs": float((yt - yo).abs().max() / yt.abs().max())})
-    return {"dtype": "float64", "device": str(device), "resolution": resolution, "batch": batch, "outputs": rows, "running_covariance_max_rel_diff": cov}
+    return {"dtype": "float64", "device": str(device), "release_config": config, "resolution": resolution, "batch": batch, "outputs": rows,
+            "running_covariance_max_rel_diff": cov,
+            "parameters": {"release": sum(p.numel() for p in theirs.parameters()), "opflow": sum(p.numel() for p in ours.parameters())}}
 
 
 # --------------------------------------------------------------------------- speed
@@ -277,7 +315,9 @@ def allow_recompiles(limit: int = 64) -> dict[str, int]:
     return out
 
 
-def make_contenders(mod: types.ModuleType | None, variants: list[str], device: Any, overrides: dict[str, Any] | None = None) -> dict[str, Contender]:
+def make_contenders(
+    mod: types.ModuleType | None, variants: list[str], device: Any, overrides: dict[str, Any] | None = None, config: str = "darcy",
+) -> dict[str, Contender]:
     """The release (when ``mod`` is given) and one opflow model per variant, float32 on ``device``,
     all with the same initial weights (the release's, copied; :func:`paired_models`)."""
     import copy
@@ -285,14 +325,13 @@ def make_contenders(mod: types.ModuleType | None, variants: list[str], device: A
     import torch
 
     from opflow.models import build_model
-    from opflow.models.ono import RELEASE_DARCY
 
     if mod is not None:
-        theirs, ours = paired_models(mod, torch.float32)
+        theirs, ours = paired_models(mod, torch.float32, config=config)
         out = {"release": Contender("release", theirs.to(device), device)}
     else:
         torch.manual_seed(0)
-        ours, out = build_model({"arch": "ono", **RELEASE_DARCY, **(overrides or {})}, 1, 1, 2), {}
+        ours, out = build_model({"arch": "ono", **release_hparams(config), **(overrides or {})}, 1, 1, 2), {}
     if any("compile" in v.split("+") for v in variants):
         allow_recompiles()
     for v in variants:
@@ -474,7 +513,7 @@ def _device_time_us(e: Any) -> float:
     return 0.0
 
 
-def profile(resolution: int, batch: int, overrides: dict[str, Any] | None = None, device: Any = None) -> dict[str, Any]:
+def profile(resolution: int, batch: int, overrides: dict[str, Any] | None = None, device: Any = None, config: str = "darcy") -> dict[str, Any]:
     """Self time of the main operators of one opflow training step (forward + backward) of the
     release-configured model (``overrides``: changed hyperparameters, e.g. the smoke run's 1 layer):
     CPU time, and on CUDA the GPU time (the operators sorted by it)."""
@@ -484,12 +523,11 @@ def profile(resolution: int, batch: int, overrides: dict[str, Any] | None = None
 
     from opflow.metrics import rel_l2_loss
     from opflow.models import build_model
-    from opflow.models.ono import RELEASE_DARCY
 
     device = torch.device("cpu") if device is None else torch.device(device)
     cuda = device.type == "cuda"
     torch.manual_seed(0)
-    model = build_model({"arch": "ono", **RELEASE_DARCY, **(overrides or {})}, 1, 1, 2).to(device).train()
+    model = build_model({"arch": "ono", **release_hparams(config), **(overrides or {})}, 1, 1, 2).to(device).train()
     coords, a, u = (t.to(device) for t in darcy_batch(resolution, batch, 0, torch.float32))
     rel_l2_loss(model(coords, a), u).backward()
     _sync(device)
@@ -541,7 +579,7 @@ def _speed_block(mod: types.ModuleType | None, a: argparse.Namespace, dev: Any, 
     kept where both exist."""
     run = [v for v in a.variants if skip_reason(v, dev, a.cpu_variants) is None]
     skipped = {v: skip_reason(v, dev, a.cpu_variants) for v in a.variants if v not in run}
-    contenders = make_contenders(mod, run, dev, overrides)
+    contenders = make_contenders(mod, run, dev, overrides, a.release_config)
     res = speed(contenders, a.resolution, a.batch, a.repeats, dev)
     block: dict[str, Any] = {
         "device": str(dev), "resolution": a.resolution, "points": a.resolution**2, "batch": a.batch, "repeats": a.repeats,
@@ -589,7 +627,10 @@ def _print_speed(block: dict[str, Any]) -> None:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--release", type=Path, default=None, help="checkout of the authors' repository (outside this one); required unless --smoke")
-    ap.add_argument("--pythonpath", action="append", default=[], help="folder with nystrom_attention and einops")
+    ap.add_argument("--release-config", choices=sorted(RELEASE_COMMANDS), default="darcy",
+                    help="which README command: darcy (Darcy_example.py, Nystrom block; models.ono_official) or zeroshot "
+                    "(space_gen.py, the linear_attention_transformer block; models.ono_official_zeroshot; needs that package on --pythonpath)")
+    ap.add_argument("--pythonpath", action="append", default=[], help="folder with nystrom_attention and einops (zeroshot: also linear_attention_transformer 0.19.1 and its imports)")
     ap.add_argument("--device", default="cpu", help="cpu (default), cuda, cuda:N or auto (cuda when present)")
     ap.add_argument("--resolution", type=int, default=85)
     ap.add_argument("--batch", type=int, default=4, help="samples per step (the release README's 4; the paper's protocol and the GPU recipe: 8)")
@@ -624,39 +665,42 @@ def main(argv: list[str] | None = None) -> int:
 
     torch.set_num_threads(a.threads)
     dev = _device(a.device)
-    out = a.out or Path("benchmarks/results/ono_official.json" if dev.type == "cpu" else "benchmarks/results/ono_official_cuda.json")
+    stem = "ono_official" if a.release_config == "darcy" else f"ono_official_{a.release_config}"
+    out = a.out or Path(f"benchmarks/results/{stem}.json" if dev.type == "cpu" else f"benchmarks/results/{stem}_cuda.json")
     settings = {"device": str(dev), "device_name": torch.cuda.get_device_name(dev) if dev.type == "cuda" else None,
                 "float32_matmul_precision": torch.get_float32_matmul_precision(), "cuda": torch.version.cuda}
     if a.release is None:  # smoke run without the release: opflow's side only
-        res0: dict[str, Any] = {"benchmark": "ono_official", "smoke": True, "created": utc_timestamp(), "machine": machine(loadavg()), "release": None,
+        res0: dict[str, Any] = {"benchmark": "ono_official", "release_config": a.release_config, "smoke": True, "created": utc_timestamp(), "machine": machine(loadavg()), "release": None,
                                 "versions": versions("torch"), "threads": a.threads, **settings}
         res0["speed"] = {**_speed_block(None, a, dev, SMOKE_MODEL), "overrides": SMOKE_MODEL}
         _print_speed(res0["speed"])
-        res0["profile_opflow"] = {"resolution": a.resolution, "batch": a.batch, "overrides": SMOKE_MODEL, **profile(a.resolution, a.batch, SMOKE_MODEL, dev)}
+        res0["profile_opflow"] = {"resolution": a.resolution, "batch": a.batch, "overrides": SMOKE_MODEL, **profile(a.resolution, a.batch, SMOKE_MODEL, dev, a.release_config)}
         write_json_atomic(out, res0)
         print(f"smoke run without --release: opflow's release-configured ONO only; wrote {out}")
         return 0
     mod = load_release(a.release.resolve(), a.pythonpath)
     res: dict[str, Any] = {
         "benchmark": "ono_official",
+        "release_config": a.release_config,
         "smoke": a.smoke,
         "created": utc_timestamp(),
         "machine": machine(loadavg()),
-        "versions": versions("torch", "nystrom-attention", "einops"),
+        "versions": versions("torch", "nystrom-attention", "einops", *(["linear-attention-transformer"] if a.release_config == "zeroshot" else [])),
         "threads": a.threads,
         **settings,
         "load_average_before": loadavg(),
     }
-    res["equivalence"] = equivalence(mod, a.equivalence_resolution, 3, dev)
+    res["equivalence"] = equivalence(mod, a.equivalence_resolution, 3, dev, a.release_config)
     print("equivalence:", res["equivalence"], flush=True)
     if not a.skip_speed:
         res["speed"] = _speed_block(mod, a, dev, None)
         _print_speed(res["speed"])
         write_json_atomic(out, res)  # the side-by-side numbers are kept even if what follows fails
         if not a.skip_components:
-            res["components"] = {"resolution": a.resolution, "batch": a.batch, **components(mod, a.resolution, a.batch, a.repeats, dev)}
-            print("components:", {k: v for k, v in res["components"].items() if "ratio" in k}, flush=True)
-            res["profile_opflow"] = profile(a.resolution, a.batch, device=dev)
+            if a.release_config == "darcy":  # the Nystrom block and the whitening, side by side
+                res["components"] = {"resolution": a.resolution, "batch": a.batch, **components(mod, a.resolution, a.batch, a.repeats, dev)}
+                print("components:", {k: v for k, v in res["components"].items() if "ratio" in k}, flush=True)
+            res["profile_opflow"] = profile(a.resolution, a.batch, device=dev, config=a.release_config)
     res["load_average_after"] = loadavg()
     write_json_atomic(out, res)
     print(f"wrote {out}")
@@ -665,11 +709,14 @@ def main(argv: list[str] | None = None) -> int:
 
 def summarize(result: dict[str, Any]) -> list[str]:
     """``SUMMARY.md`` lines: equivalence, the side-by-side step times, samples/s, memory and epoch times."""
-    lines = [f"- device {result.get('device', 'cpu')} ({result.get('device_name') or '-'}), torch {result.get('versions', {}).get('torch', '?')}"]
+    lines = [f"- device {result.get('device', 'cpu')} ({result.get('device_name') or '-'}), torch {result.get('versions', {}).get('torch', '?')}, "
+             f"release config {result.get('release_config', 'darcy')}"]
     eq = result.get("equivalence")
     if eq:
         worst = max(r["max_abs_diff_over_max_abs"] for r in eq["outputs"])
-        lines.append(f"- equivalence with the release ({eq['dtype']}): largest relative output difference {worst:.2e}")
+        counts = eq.get("parameters")
+        lines.append(f"- equivalence with the release ({eq['dtype']}): largest relative output difference {worst:.2e}"
+                     + (f"; parameters {counts['release']:,} (release) / {counts['opflow']:,} (opflow)" if counts else ""))
     sp = result.get("speed") or {}
     for name in ["release", *sp.get("variants", {})]:
         r = sp.get("release") if name == "release" else sp["variants"][name]

@@ -127,7 +127,9 @@ class OnoHparams(TransformerHparams):
     residual depth-wise convolution of V (0 = none; release 33), ``nystrom_pad`` its zero-token
     front padding to a multiple of ``num_landmarks``, ``nystrom_pinv`` its pseudo-inverse scaling
     (``matrix`` per matrix, ``batch`` over the batch as the package); the three ``nystrom_*`` need
-    ``attention: nystrom``.
+    ``attention: nystrom``. ``efficient_scale``: the ``linear_attention_transformer`` package's
+    ``d^-1/2`` on the query softmax, the release's "linear" block (needs ``attention: efficient``;
+    ``models.ono_official_zeroshot``).
     """
 
     ortho_dim: PosInt = 16
@@ -144,6 +146,13 @@ class OnoHparams(TransformerHparams):
     nystrom_conv: NonNegInt = 0
     nystrom_pad: Bool = False
     nystrom_pinv: NystromPinv = "matrix"
+    efficient_scale: Bool = False
+
+    @model_validator(mode="after")
+    def _efficient_scale(self) -> OnoHparams:
+        if self.efficient_scale and self.attention != "efficient":
+            raise ValueError(f"efficient_scale only applies to attention: efficient (got attention: {self.attention})")
+        return self
 
     @model_validator(mode="after")
     def _nystrom_options(self) -> OnoHparams:

@@ -154,6 +154,22 @@ RELEASE_DARCY: dict[str, object] = {
     "nystrom_pinv": "batch",
 }
 
+#: The authors' released zero-shot super-resolution model (README command of ``space_gen.py``:
+#: ``--n-hidden 128 --n-heads 8 --n-layers 8 --orth 1 --psi_dim 16 --batch-size 8``, no
+#: ``--attn_type``, so ``ONO2`` builds the ``linear_attention_transformer`` package's ``SelfAttention``
+#: (0.19.1, the release's requirements): ``efficient`` attention times ``d^-1/2``, Q/K/V without
+#: bias, ``mlp_ratio`` 1). The rest of ``ONO2`` is :data:`RELEASE_DARCY`'s. 1,110,401 parameters for
+#: one input and one output channel in 2D, the count the release prints (``benchmarks/ono_official.py
+#: --release-config zeroshot``).
+RELEASE_ZEROSHOT: dict[str, object] = {
+    **{k: v for k, v in RELEASE_DARCY.items() if not k.startswith(("nystrom", "num_landmarks", "pinv"))},
+    "n_layers": 8,
+    "ortho_dim": 16,
+    "ffn_ratio": 1.0,
+    "attention": "efficient",
+    "efficient_scale": True,
+}
+
 
 #: what :func:`jittered_cholesky_ex`'s ``tries`` means beyond the jitter index
 CHOLESKY_FAILED_MESSAGE = "ONO orthogonalisation: Cholesky failed even with the largest jitter; the features are degenerate"
@@ -405,17 +421,20 @@ class ONO(OperatorModel):
         nystrom_conv: int,
         nystrom_pad: bool,
         nystrom_pinv: str,
+        efficient_scale: bool = False,
     ) -> None:
         super().__init__(in_channels, out_channels, coord_dim)  # values checked by OnoHparams
         self.width = width
         self.encoder = MLP(coord_dim + in_channels, 2 * width, encoder_hidden or width, act=act)
-        nystrom = (
+        block_options: dict[str, object] = (
             {"residual_conv": nystrom_conv, "pad_to_landmarks": nystrom_pad, "pinv_scale": nystrom_pinv} if attention == "nystrom" else {}
         )
+        if efficient_scale:
+            block_options["efficient_scale"] = True
         self.blocks = nn.ModuleList(
             TransformerBlock(
                 width, n_heads, attention, ffn_ratio, dropout, act,
-                num_landmarks=num_landmarks, pinv_iterations=pinv_iterations, bias=qkv_bias, **nystrom,
+                num_landmarks=num_landmarks, pinv_iterations=pinv_iterations, bias=qkv_bias, **block_options,
             )
             for _ in range(n_layers)
         )

@@ -317,3 +317,38 @@ def test_step_flops_counts_the_products_of_a_step_and_the_floor_at_each_peak(tmp
     fp32 = fno["measured_h200"]["fp32"]  # the fifth lease's kernel time of the same step (committed JSON)
     assert fp32["precision"] == "fp32" and fp32["tflops"] == pytest.approx(fno["flop_per_step"] / (fp32["kernel_ms"] / 1e3) / 1e12)
     assert any(line.startswith("- darcy/fno: ") for line in step_flops.summarize(json.loads(out.read_text())))
+
+
+def test_ono_official_maps_the_release_linear_block_onto_q_and_kv():
+    """--release-config zeroshot: the linear_attention_transformer block's to_q, to_k, to_v, to_out
+    land on opflow's to_q, to_kv = [to_k; to_v], to_out; every parameter of the model is covered."""
+    from opflow.models import build_model
+    from opflow.models.ono import RELEASE_ZEROSHOT
+
+    width, layers = 128, 2
+    ours = build_model({"arch": "ono", **RELEASE_ZEROSHOT, "n_layers": layers}, 1, 1, 2)
+    g = torch.Generator().manual_seed(0)
+    sd: dict[str, torch.Tensor] = {}
+    shapes = {"preprocess.linear_pre.0": (256, 3), "preprocess.linear_post": (256, 256)}
+    for i in range(layers):
+        s = f"blocks.{i}."
+        shapes.update({s + "ln_1": (width,), s + "ln_2": (width,), s + "ln_3": (width,), s + "Attn.to_out": (width, width),
+                       s + "mlp.linear_pre.0": (width, width), s + "mlp.linear_post": (width, width), s + "proj": (16, width)})
+        for name in ("to_q", "to_k", "to_v"):
+            sd[s + f"Attn.{name}.weight"] = torch.randn(width, width, generator=g)
+        sd[s + "mu"] = torch.randn(16, generator=g)
+        if i == layers - 1:
+            shapes[s + "mlp2"] = (1, width)
+        else:
+            shapes.update({s + "mlp2.linear_pre.0": (width, width), s + "mlp2.linear_post": (width, width)})
+    for name, shape in shapes.items():
+        sd[name + ".weight"] = torch.randn(*shape, generator=g)
+        if len(shape) == 2 or name.split(".")[-1].startswith("ln"):
+            sd[name + ".bias"] = torch.randn(shape[0], generator=g)
+    missing = ours.load_state_dict(ono_official.release_to_opflow(sd, layers, width), strict=False)
+    assert not missing.unexpected_keys and all(k.endswith(("running_cov", "num_batches_tracked")) for k in missing.missing_keys)
+    attn = ours.blocks[1].attn
+    assert torch.equal(attn.to_q.weight, sd["blocks.1.Attn.to_q.weight"])
+    assert torch.equal(attn.to_kv.weight, torch.cat([sd["blocks.1.Attn.to_k.weight"], sd["blocks.1.Attn.to_v.weight"]]))
+    assert torch.equal(attn.to_out.bias, sd["blocks.1.Attn.to_out.bias"])
+    assert ono_official.RELEASE_COMMANDS["zeroshot"]["attn_type"] is None  # no --attn_type in the README command

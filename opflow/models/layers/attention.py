@@ -30,8 +30,8 @@ Kernels (``KERNELS``), name -> formula:
 * ``efficient`` -- Shen, Zhang, Zhao, Yi, Li 2021, "Efficient attention: attention with linear
   complexities": ``z_i = softmax_feat(q_i)^T sum_j a_j v_j^T`` with ``a_j = softmax over the keys
   j of (k_j + log w_j)`` per feature. (This is the "linear" block of the ONO authors' released code,
-  via the ``linear_attention_transformer`` package, which also multiplies by ``d^-1/2``; here the
-  paper's formula, without that constant.)
+  via the ``linear_attention_transformer`` package, which also multiplies by ``d^-1/2``: the
+  ``efficient_scale`` option of :class:`MultiHeadAttention`; without it, the paper's formula.)
 * ``cao_linear`` -- the "linear" attention of Cao 2021 (the LT rows of its Tables 2-3; eq. 7 with the
   authors' released code): ``efficient`` divided by the number of keys, ``z_i = softmax_feat(q_i)^T
   sum_j a_j v_j^T / n``; with quadrature weights, times their mean over the real keys instead
@@ -212,8 +212,15 @@ def normalized_attention(q: Tensor, k: Tensor, v: Tensor, key_mask: Tensor | Non
     return _feature_map_attention(q.softmax(-1), k.softmax(-1), v, key_mask, weights).to(dtype)
 
 
-def efficient_attention(q: Tensor, k: Tensor, v: Tensor, key_mask: Tensor | None = None, weights: Tensor | None = None) -> Tensor:
-    """Shen et al. 2021: ``softmax_features(Q) (softmax_points(K + log w)^T V)``."""
+def efficient_attention(
+    q: Tensor, k: Tensor, v: Tensor, key_mask: Tensor | None = None, weights: Tensor | None = None, q_scale: float = 1.0,
+) -> Tensor:
+    """Shen et al. 2021: ``softmax_features(Q) (softmax_points(K + log w)^T V)``.
+
+    ``q_scale`` multiplies ``softmax_features(Q)``: ``d^-1/2`` is the ``linear_attention_transformer``
+    package's ``linear_attn`` (version 0.19.1, the "linear" block of the ONO authors' release); 1 is the
+    paper's formula.
+    """
     dtype = q.dtype
     q, k, v = _upcast(q, k, v)
     logits = k
@@ -222,7 +229,8 @@ def efficient_attention(q: Tensor, k: Tensor, v: Tensor, key_mask: Tensor | None
     if key_mask is not None:
         logits = logits.masked_fill(~key_mask[:, None, :, None], float("-inf"))
     a = logits.softmax(dim=2)
-    return torch.einsum("bhmd,bhde->bhme", q.softmax(-1), torch.einsum("bhnd,bhne->bhde", a, v)).to(dtype)
+    q = q.softmax(-1) if q_scale == 1.0 else q.softmax(-1) * q_scale
+    return torch.einsum("bhmd,bhde->bhme", q, torch.einsum("bhnd,bhne->bhde", a, v)).to(dtype)
 
 
 def cao_linear_attention(q: Tensor, k: Tensor, v: Tensor, key_mask: Tensor | None = None, weights: Tensor | None = None) -> Tensor:
@@ -499,6 +507,10 @@ class MultiHeadAttention(nn.Module):
     code (``libs/layers.py``, ``linear_attention``) calls ``F.dropout`` there with its default p = 0.5 in
     both modes, whatever dropout rate is configured (0.5 and ``True`` reproduce it). Off by default: the
     paper describes no such dropout (its eq. 4 and 6).
+
+    ``efficient_scale`` (``efficient`` kernel only): ``softmax_features(Q)`` times ``d^-1/2``, ``d`` the
+    width of a query head, as the ``linear_attention_transformer`` package (0.19.1) computes it: the
+    "linear" NN block of the ONO authors' release (their zero-shot, NS and plasticity commands).
     """
 
     def __init__(
@@ -522,9 +534,13 @@ class MultiHeadAttention(nn.Module):
         pinv_scale: str = "matrix",
         kv_dropout: float = 0.0,
         kv_dropout_eval: bool = False,
+        efficient_scale: bool = False,
     ) -> None:
         super().__init__()
         self.kernel = check_kernel(kernel)
+        if efficient_scale and self.kernel != "efficient":
+            raise ConfigError(f"efficient_scale is the d^-1/2 of the efficient kernel's query softmax; kernel {kernel!r} has none: set efficient_scale: false")
+        self.efficient_scale = bool(efficient_scale)
         if kv_dropout and self.kernel != "galerkin":
             raise ConfigError(f"kv_dropout drops entries of K^T V, which only the galerkin kernel forms; kernel {kernel!r} has none: set kv_dropout: 0")
         if not 0.0 <= kv_dropout < 1.0:
@@ -642,7 +658,7 @@ class MultiHeadAttention(nn.Module):
         elif kern == "normalized":
             out = normalized_attention(q, k, v, mask, weights)
         elif kern == "efficient":
-            out = efficient_attention(q, k, v, mask, weights)
+            out = efficient_attention(q, k, v, mask, weights, q.shape[-1] ** -0.5 if self.efficient_scale else 1.0)
         elif kern == "cao_linear":
             out = cao_linear_attention(q, k, v, mask, weights)
         elif kern in ("galerkin", "fourier"):

@@ -19,7 +19,7 @@ from opflow.data.errors import ConfigError
 from opflow.models import build_model, count_parameters
 from opflow.models.layers import FeedForward, MultiHeadAttention
 from opflow.models.layers.attention import nystrom_attention, padded_segment_means
-from opflow.models.ono import RELEASE_DARCY
+from opflow.models.ono import RELEASE_DARCY, RELEASE_ZEROSHOT
 
 ROOT = Path(__file__).resolve().parents[3]
 
@@ -222,3 +222,46 @@ def test_bad_release_options_are_named():
         build_model({"arch": "ono", "attention": "nystrom", "nystrom_conv": 32}, 1, 1, 2)
     with pytest.raises(ConfigError, match="head"):
         build_model({"arch": "ono", "head": "mlp"}, 1, 1, 2)
+
+
+# ---------------------------------------------------------------------------------------------
+# the release's zero-shot command (space_gen.py): the linear_attention_transformer block
+
+
+def test_the_zeroshot_entry_is_the_release_command_and_has_its_parameter_count():
+    """README zero-shot command: 8 layers, k 16, no --attn_type (the package's linear block), width 128,
+    8 heads, mlp_ratio 1 -> 1,110,401 (what space_gen.py prints); the training defaults (batch 8, relative L2)."""
+    cfg = load_config_files([str(ROOT / "config/default.yaml")])
+    entry = dict(cfg["models"]["ono_official_zeroshot"])
+    assert "training" not in entry
+    assert entry == {"arch": "ono", **RELEASE_ZEROSHOT}
+    model = build_model(entry, 1, 1, 2)
+    assert count_parameters(model) == 1_110_401
+    assert all(b.attn.kernel == "efficient" and b.attn.efficient_scale and b.attn.res_conv is None for b in model.blocks)
+    assert all(b.attn.to_q.bias is None and b.attn.to_kv.bias is None and b.attn.to_out.bias is not None for b in model.blocks)
+    assert "results/darcy43_ono_official_zeroshot.json" in cfg["targets"]
+    assert {k: v for k, v in RELEASE_ZEROSHOT.items() if k not in ("n_layers", "ortho_dim", "ffn_ratio", "attention", "efficient_scale")} == {
+        k: v for k, v in RELEASE_DARCY.items() if not k.startswith(("nystrom", "num_landmarks", "pinv")) and k not in ("n_layers", "ortho_dim", "ffn_ratio", "attention")
+    }
+
+
+def test_the_package_linear_block_is_the_efficient_kernel_times_inverse_sqrt_head_width():
+    """linear_attention_transformer 0.19.1, ``linear_attn``: q.softmax(-1) * d^-1/2, k.softmax(-2),
+    z = q (k^T v), restated here with the module's own projections."""
+    torch.manual_seed(0)
+    att = MultiHeadAttention(16, 4, "efficient", bias=False, efficient_scale=True)
+    x = torch.randn(2, 11, 16)
+    q = att.to_q(x).view(2, 11, 4, 4).transpose(1, 2)
+    k, v = (t.view(2, 11, 4, 4).transpose(1, 2) for t in att.to_kv(x).chunk(2, -1))
+    z = (q.softmax(-1) * 4**-0.5) @ (k.softmax(-2).transpose(-1, -2) @ v)
+    torch.testing.assert_close(att(x), att.to_out(z.transpose(1, 2).reshape(2, 11, 16)))
+    plain = MultiHeadAttention(16, 4, "efficient", bias=False)
+    plain.load_state_dict(att.state_dict())
+    torch.testing.assert_close(plain(x) - plain.to_out.bias, 2.0 * (att(x) - att.to_out.bias))  # d^-1/2 = 1/2 at d = 4
+
+
+def test_efficient_scale_is_refused_with_other_attention():
+    with pytest.raises(ConfigError, match="efficient_scale only applies to attention: efficient"):
+        build_model({"arch": "ono", "attention": "nystrom", "efficient_scale": True}, 1, 1, 2)
+    with pytest.raises(ConfigError, match="set efficient_scale: false"):
+        MultiHeadAttention(16, 4, "linear", efficient_scale=True)
