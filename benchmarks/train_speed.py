@@ -331,6 +331,7 @@ STEP_PAIRS: dict[str, dict[str, int]] = {
 #: list (config/queue.yaml, ``cpu:``), for timing its pairs plain against compiled
 STEP_SHAPES: dict[str, dict[str, int]] = {
     "darcy_lognormal64": {"resolution": 64},
+    "darcy43": {"resolution": 43},
     "darcy_inverse141_eps0": {"resolution": 141},
     "darcy211": {"resolution": 211},
     # Galerkin Table 3's FNO2d rows: the view reads the 141 / 211 file (inputs: coarse strides it to 36 / 71)
