@@ -245,6 +245,14 @@ def test_the_zeroshot_entry_is_the_release_command_and_has_its_parameter_count()
     }
 
 
+def test_the_quick_zeroshot_entry_only_shrinks_sizes():
+    cfg = load_config_files([str(ROOT / "config/default.yaml"), str(ROOT / "config/quick.yaml")])
+    quick = dict(cfg["models"]["ono_official_zeroshot"])
+    sizes = {"width", "n_layers", "n_heads", "ortho_dim", "encoder_hidden"}
+    assert {k: v for k, v in quick.items() if k not in sizes} == {"arch": "ono", **{k: v for k, v in RELEASE_ZEROSHOT.items() if k not in sizes}}
+    assert count_parameters(build_model(quick, 1, 1, 2)) < 30_000
+
+
 def test_the_package_linear_block_is_the_efficient_kernel_times_inverse_sqrt_head_width():
     """linear_attention_transformer 0.19.1, ``linear_attn``: q.softmax(-1) * d^-1/2, k.softmax(-2),
     z = q (k^T v), restated here with the module's own projections."""
