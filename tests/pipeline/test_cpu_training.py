@@ -175,6 +175,8 @@ def test_start_trains_the_cpu_list_one_pair_after_the_other_and_stops_at_a_failu
     from repo_copy import repository_copy
 
     repo, env = repository_copy(tmp_path)
+    for p in ("darcy141_gt", "darcy141_ft", "darcy211_gt"):  # this repository's own records of them would make them done
+        shutil.rmtree(repo / "published" / p, ignore_errors=True)
     (repo / "config/queue.yaml").write_text(
         "queue:\n" + "".join(f"  - {{pair: {p}, gpu_minutes: 10, source: a test}}\n" for p in ("darcy141/gt", "darcy141/ft", "darcy211/gt"))
         + "cpu:\n" + "".join(f"  - {{pair: {p}, note: a test{c}}}\n" for p, c in
