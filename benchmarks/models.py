@@ -95,8 +95,9 @@ BENCH_GPU_ARGS = ["--device", "cuda"]
 class Family:
     """Synthetic inputs shaped like one kind of dataset, at ``sizes`` points per grid axis.
 
-    ``kind``: ``grid`` (uniform tensor grid on [0, 1]^coord_dim, ``grid_shape`` passed) or
-    ``series`` (1D time grid on [0, t_final] passed as a point set, no ``grid_shape``).
+    ``kind``: ``grid`` (uniform tensor grid on [0, 1]^coord_dim, ``grid_shape`` passed),
+    ``series`` (1D time grid on [0, t_final] passed as a point set, no ``grid_shape``) or ``cloud``
+    (``size`` uniform random points in [0, 1]^coord_dim per sample, no ``grid_shape``).
     ``input_kind``: ``coefficient`` (Darcy's piecewise-constant a in {3, 12}, which the
     coefficient-weighted H1 regulariser reads), ``lognormal`` (exp of a standard normal per point)
     or ``gaussian``.
@@ -136,6 +137,10 @@ FAMILIES: dict[str, Family] = {
         "burgers1d", "grid", 1, 1, 1, (1024, 2048, 8192), (64, 128),
         note="u0 -> u(., 1) on a uniform periodic grid of s points (Galerkin Transformer example 1; strides of the 8192 source grid)",
     ),
+    "elasticity_cloud2d": Family(
+        "elasticity_cloud2d", "cloud", 2, 0, 1, (972, 1944, 3888), (64, 128),
+        note="a cloud of s points in the unit square -> the von Mises stress there, no input function (the Geo-FNO elasticity set's 972 Gauss points: elasticity972)",
+    ),
     "lorenz63": Family(
         "lorenz63", "series", 1, 1, 2, (201, 401, 801), (11, 21), global_channels=2, t_final=2.0,
         note="task A {x(t), y(0), z(0)} -> {y(t), z(t)} on [0, 2] with s points (dt 0.01, 0.005, 0.0025)",
@@ -157,6 +162,8 @@ def family_of(config: Mapping[str, Any], dataset: str) -> str | None:
         return "burgers1d"
     if solver == "lorenz63" and view == "series":
         return "lorenz63"
+    if solver == "elasticity" and view == "mesh" and not (ds.get("view") or {}).get("input_sets") and not (ds.get("task") or {}).get("inputs"):
+        return "elasticity_cloud2d"
     return None
 
 
@@ -324,6 +331,9 @@ def _batch(fam: Family, size: int, batch: int, device: Any, gen: Any) -> dict[st
         axes = [torch.linspace(0, 1, size)] * fam.coord_dim
         coords = torch.stack(torch.meshgrid(*axes, indexing="ij"), -1).reshape(1, n, fam.coord_dim)
         grid_shape: tuple[int, ...] | None = (size,) * fam.coord_dim
+    elif fam.kind == "cloud":
+        coords = torch.rand(batch, n, fam.coord_dim, generator=gen)
+        grid_shape = None
     else:
         coords = torch.linspace(0, fam.t_final, size).reshape(1, n, 1)
         grid_shape = None

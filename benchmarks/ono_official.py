@@ -103,23 +103,64 @@ def load_release(release_dir: Path, pythonpath: list[str]) -> types.ModuleType:
 
 #: ``--release-config``: the README command's ``ONO2`` arguments and opflow's hyperparameters
 #: (:mod:`opflow.models.ono`): ``darcy`` = ``Darcy_example.py`` (Nystrom block), ``zeroshot`` =
-#: ``space_gen.py`` (no ``--attn_type``: the ``linear_attention_transformer`` block)
+#: ``space_gen.py`` (no ``--attn_type``: the ``linear_attention_transformer`` block), ``elasticity`` =
+#: ``ela_example.py`` (Nystrom block)
 RELEASE_COMMANDS: dict[str, dict[str, Any]] = {
     "darcy": {"n_hidden": 128, "n_layers": 10, "n_head": 8, "psi_dim": 32, "mlp_ratio": 2, "attn_type": "nystrom"},
     "zeroshot": {"n_hidden": 128, "n_layers": 8, "n_head": 8, "psi_dim": 16, "mlp_ratio": 1, "attn_type": None},
+    "elasticity": {"n_hidden": 128, "n_layers": 8, "n_head": 8, "psi_dim": 8, "mlp_ratio": 1, "attn_type": "nystrom"},
 }
+
+#: what each script feeds ``ONO2`` (``space_dim``, ``fun_dim``): the Darcy scripts the grid point and the
+#: coefficient; ``ela_example.py`` ``linspace(0, 1, 972)`` as the "space" coordinate and the point's (x, y)
+#: as the input function
+RELEASE_INPUTS: dict[str, tuple[int, int]] = {"darcy": (2, 1), "zeroshot": (2, 1), "elasticity": (1, 2)}
+
+#: opflow's ``(in_channels, out_channels, coord_dim)`` of each configuration: Darcy's coefficient in, the
+#: elasticity point cloud with no input function (``datasets.elasticity972``)
+OPFLOW_CHANNELS: dict[str, tuple[int, int, int]] = {"darcy": (1, 1, 2), "zeroshot": (1, 1, 2), "elasticity": (0, 1, 2)}
+
+#: the elasticity set's points per sample (the 3 x 3 Gauss points of 108 cells)
+ELASTICITY_POINTS = 972
 
 
 def release_hparams(config: str = "darcy") -> dict[str, Any]:
     """opflow's ``ono`` hyperparameters of a ``--release-config``."""
-    from opflow.models.ono import RELEASE_DARCY, RELEASE_ZEROSHOT
+    from opflow.models.ono import RELEASE_DARCY, RELEASE_ELASTICITY, RELEASE_ZEROSHOT
 
-    return {"darcy": RELEASE_DARCY, "zeroshot": RELEASE_ZEROSHOT}[config]
+    return {"darcy": RELEASE_DARCY, "zeroshot": RELEASE_ZEROSHOT, "elasticity": RELEASE_ELASTICITY}[config]
 
 
 def release_model(mod: types.ModuleType, config: str = "darcy") -> Any:
     """``ONO2`` as the release's script builds it from the README command of ``config``."""
-    return mod.ONO2(space_dim=2, fun_dim=1, dropout=0.0, momentum=0.9, orth=1, **RELEASE_COMMANDS[config])
+    space_dim, fun_dim = RELEASE_INPUTS[config]
+    return mod.ONO2(space_dim=space_dim, fun_dim=fun_dim, dropout=0.0, momentum=0.9, orth=1, **RELEASE_COMMANDS[config])
+
+
+def as_script_calls(model: Any, config: str) -> Any:
+    """The release's model called as opflow's is, ``model(coords, inputs)``, fed what its script feeds it:
+    the Darcy scripts ``ONO2(coords, a)``; ``ela_example.py`` ``ONO2(linspace(0, 1, M), coords)`` (the
+    point's place as the "space" coordinate, its (x, y) as the input function; opflow's ``inputs`` are
+    empty there)."""
+    if config != "elasticity":
+        return model
+    import torch
+
+    class ElasticityScript(torch.nn.Module):
+        def __init__(self, inner: Any) -> None:
+            super().__init__()
+            self.inner = inner
+
+        @property
+        def blocks(self) -> Any:
+            return self.inner.blocks
+
+        def forward(self, coords: Any, inputs: Any) -> Any:
+            b, m, _ = coords.shape
+            place = torch.linspace(0, 1, m, dtype=coords.dtype, device=coords.device).view(1, m, 1).expand(b, m, 1)
+            return self.inner(place, coords)
+
+    return ElasticityScript(model)
 
 
 def release_to_opflow(sd: dict[str, Any], n_layers: int, width: int) -> dict[str, Any]:
@@ -178,19 +219,44 @@ def darcy_batch(resolution: int, batch: int, seed: int, dtype: Any) -> tuple[Any
     return coords, a, u
 
 
+def elasticity_batch(batch: int, seed: int, dtype: Any) -> tuple[Any, Any, Any]:
+    """``(coords, inputs, u)`` shaped as ``elasticity972``'s: a cloud of 972 random points in the unit square
+    per sample, no input function, a random target."""
+    import torch
+
+    g = torch.Generator().manual_seed(seed)
+    coords = torch.rand(batch, ELASTICITY_POINTS, 2, generator=g, dtype=dtype)
+    return coords, coords[..., :0], torch.randn(batch, ELASTICITY_POINTS, 1, generator=g, dtype=dtype)
+
+
+def config_batch(config: str, resolution: int, batch: int, seed: int, dtype: Any) -> tuple[Any, Any, Any]:
+    """The batch of a ``--release-config``: Darcy-like at ``resolution^2`` grid points, or the elasticity cloud
+    (972 points whatever ``resolution``)."""
+    return elasticity_batch(batch, seed, dtype) if config == "elasticity" else darcy_batch(resolution, batch, seed, dtype)
+
+
+def config_points(config: str, resolution: int) -> int:
+    return ELASTICITY_POINTS if config == "elasticity" else resolution**2
+
+
+def opflow_model(config: str, overrides: dict[str, Any] | None = None) -> Any:
+    """opflow's ``ono`` with the release's hyperparameters of ``config`` (``overrides`` changed)."""
+    from opflow.models import build_model
+
+    return build_model({"arch": "ono", **release_hparams(config), **(overrides or {})}, *OPFLOW_CHANNELS[config])
+
+
 def paired_models(mod: types.ModuleType, dtype: Any, seed: int = 0, config: str = "darcy") -> tuple[Any, Any]:
     import torch
 
-    from opflow.models import build_model
-
     torch.manual_seed(seed)
     theirs = release_model(mod, config).to(dtype)
-    ours = build_model({"arch": "ono", **release_hparams(config)}, 1, 1, 2).to(dtype)
+    ours = opflow_model(config).to(dtype)
     n_layers = RELEASE_COMMANDS[config]["n_layers"]
     missing = ours.load_state_dict(release_to_opflow(theirs.state_dict(), n_layers, 128), strict=False)
     allowed = {f"ortho.{i}.ort.{b}" for i in range(n_layers) for b in ("running_cov", "num_batches_tracked")}
     assert not missing.unexpected_keys and set(missing.missing_keys) <= allowed, missing
-    return theirs, ours
+    return as_script_calls(theirs, config), ours
 
 
 def equivalence(mod: types.ModuleType, resolution: int, batch: int, device: Any = "cpu", config: str = "darcy") -> dict[str, Any]:
@@ -200,18 +266,19 @@ def equivalence(mod: types.ModuleType, resolution: int, batch: int, device: Any 
     theirs, ours = theirs.to(device), ours.to(device)
     rows = []
     for step, seed in enumerate((1, 2, 3)):
-        coords, a, _ = (t.to(device) for t in darcy_batch(resolution, batch, seed, torch.float64))
+        coords, a, _ = (t.to(device) for t in config_batch(config, resolution, batch, seed, torch.float64))
         theirs.train(), ours.train()
         with torch.no_grad():
             yt, yo = theirs(coords, a), ours(coords, a)
         rows.append({"mode": "train", "batch": step, "max_abs_diff_over_max_abs": float((yt - yo).abs().max() / yt.abs().max())})
     cov = max(float((blk.feature_cov - oa.ort.running_cov).abs().max() / blk.feature_cov.abs().max()) for blk, oa in zip(theirs.blocks, ours.ortho))
-    coords, a, _ = (t.to(device) for t in darcy_batch(resolution, batch, 9, torch.float64))
+    coords, a, _ = (t.to(device) for t in config_batch(config, resolution, batch, 9, torch.float64))
     theirs.eval(), ours.eval()
     with torch.no_grad():
         yt, yo = theirs(coords, a), ours(coords, a)
     rows.append({"mode": "eval", "batch": 3, "max_abs_diff_over_max_abs": float((yt - yo).abs().max() / yt.abs().max())})
-    return {"dtype": "float64", "device": str(device), "release_config": config, "resolution": resolution, "batch": batch, "outputs": rows,
+    return {"dtype": "float64", "device": str(device), "release_config": config, "resolution": resolution, "points": config_points(config, resolution),
+            "batch": batch, "outputs": rows,
             "running_covariance_max_rel_diff": cov,
             "parameters": {"release": sum(p.numel() for p in theirs.parameters()), "opflow": sum(p.numel() for p in ours.parameters())}}
 
@@ -324,14 +391,12 @@ def make_contenders(
 
     import torch
 
-    from opflow.models import build_model
-
     if mod is not None:
         theirs, ours = paired_models(mod, torch.float32, config=config)
         out = {"release": Contender("release", theirs.to(device), device)}
     else:
         torch.manual_seed(0)
-        ours, out = build_model({"arch": "ono", **release_hparams(config), **(overrides or {})}, 1, 1, 2), {}
+        ours, out = opflow_model(config, overrides), {}
     if any("compile" in v.split("+") for v in variants):
         allow_recompiles()
     for v in variants:
@@ -355,12 +420,12 @@ def _peak_step_bytes(c: Contender, batch: tuple[Any, Any, Any]) -> dict[str, Any
     return {"peak_memory_bytes": state + step, "state_bytes": state, "step_peak_bytes": step, "peak_memory_kind": mem.kind}
 
 
-def speed(contenders: dict[str, Contender], resolution: int, batch: int, repeats: int, device: Any) -> dict[str, Any]:
+def speed(contenders: dict[str, Contender], resolution: int, batch: int, repeats: int, device: Any, config: str = "darcy") -> dict[str, Any]:
     """Median training step and inference forward of every contender on one batch of ``batch`` Darcy-like
     samples, measured alternately (repeat by repeat) in one process, a device synchronise closing
     every timed region; one untimed warm-up per contender first (its time: ``warmup_s``, for a
     compiled model the compile time ``compile_s``); then the memory of a training step."""
-    coords, a, u = (t.to(device) for t in darcy_batch(resolution, batch, 0, _float32()))
+    coords, a, u = (t.to(device) for t in config_batch(config, resolution, batch, 0, _float32()))
     train: dict[str, list[float]] = {k: [] for k in contenders}
     infer: dict[str, list[float]] = {k: [] for k in contenders}
     warm: dict[str, float] = {}
@@ -403,7 +468,9 @@ def _float32() -> Any:
     return torch.float32
 
 
-def epoch_times(contenders: dict[str, Contender], medians: dict[str, Any], resolution: int, batch: int, samples: int, device: Any, full: bool) -> dict[str, Any]:
+def epoch_times(
+    contenders: dict[str, Contender], medians: dict[str, Any], resolution: int, batch: int, samples: int, device: Any, full: bool, config: str = "darcy",
+) -> dict[str, Any]:
     """Time of one epoch of ``samples`` samples, ``ceil(samples / batch)`` training steps, per contender:
     ``extrapolated_s`` = steps x the median step of :func:`speed`; with ``full``, ``measured_s``: a real
     loop over ``samples`` random Darcy-like samples held on ``device``, shuffled, batch by batch
@@ -417,7 +484,7 @@ def epoch_times(contenders: dict[str, Contender], medians: dict[str, Any], resol
         out[name] = {"extrapolated_s": steps * medians[name]["train_step_s"]["median"], "how": "steps x median training step"}
     if not full:
         return out
-    coords1, a_all, u_all = (t.to(device) for t in darcy_batch(resolution, samples, 1, torch.float32))
+    coords1, a_all, u_all = (t.to(device) for t in config_batch(config, resolution, samples, 1, torch.float32))
     coords1 = coords1[:1]
     order = torch.randperm(samples, generator=torch.Generator().manual_seed(0)).to(device)
     batches = [order[i : i + batch] for i in range(0, samples, batch)]
@@ -522,13 +589,12 @@ def profile(resolution: int, batch: int, overrides: dict[str, Any] | None = None
     from torch.profiler import profile as tprofile
 
     from opflow.metrics import rel_l2_loss
-    from opflow.models import build_model
 
     device = torch.device("cpu") if device is None else torch.device(device)
     cuda = device.type == "cuda"
     torch.manual_seed(0)
-    model = build_model({"arch": "ono", **release_hparams(config), **(overrides or {})}, 1, 1, 2).to(device).train()
-    coords, a, u = (t.to(device) for t in darcy_batch(resolution, batch, 0, torch.float32))
+    model = opflow_model(config, overrides).to(device).train()
+    coords, a, u = (t.to(device) for t in config_batch(config, resolution, batch, 0, torch.float32))
     rel_l2_loss(model(coords, a), u).backward()
     _sync(device)
     with tprofile(activities=[ProfilerActivity.CPU, *([ProfilerActivity.CUDA] if cuda else [])]) as prof:
@@ -580,9 +646,9 @@ def _speed_block(mod: types.ModuleType | None, a: argparse.Namespace, dev: Any, 
     run = [v for v in a.variants if skip_reason(v, dev, a.cpu_variants) is None]
     skipped = {v: skip_reason(v, dev, a.cpu_variants) for v in a.variants if v not in run}
     contenders = make_contenders(mod, run, dev, overrides, a.release_config)
-    res = speed(contenders, a.resolution, a.batch, a.repeats, dev)
+    res = speed(contenders, a.resolution, a.batch, a.repeats, dev, a.release_config)
     block: dict[str, Any] = {
-        "device": str(dev), "resolution": a.resolution, "points": a.resolution**2, "batch": a.batch, "repeats": a.repeats,
+        "device": str(dev), "resolution": a.resolution, "points": config_points(a.release_config, a.resolution), "batch": a.batch, "repeats": a.repeats,
         "release_precision": "float32 (as its README trains)" if mod is not None else None,
         "variants_measured": run, "variants_skipped": skipped,
     }
@@ -600,7 +666,7 @@ def _speed_block(mod: types.ModuleType | None, a: argparse.Namespace, dev: Any, 
         block["inference_ratio_opflow_over_release"] = res["fp32"]["inference_s"]["median"] / res["release"]["inference_s"]["median"]
     epochs = None
     if a.epoch:
-        epochs = epoch_times(contenders, res, a.resolution, a.batch, a.samples, dev, a.full_epoch)
+        epochs = epoch_times(contenders, res, a.resolution, a.batch, a.samples, dev, a.full_epoch, a.release_config)
         block["epoch"] = epochs
     block["ratios_release_over_variant"] = ratios(res, run, epochs)
     return block
@@ -628,8 +694,10 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--release", type=Path, default=None, help="checkout of the authors' repository (outside this one); required unless --smoke")
     ap.add_argument("--release-config", choices=sorted(RELEASE_COMMANDS), default="darcy",
-                    help="which README command: darcy (Darcy_example.py, Nystrom block; models.ono_official) or zeroshot "
-                    "(space_gen.py, the linear_attention_transformer block; models.ono_official_zeroshot; needs that package on --pythonpath)")
+                    help="which README command: darcy (Darcy_example.py, Nystrom block; models.ono_official), zeroshot "
+                    "(space_gen.py, the linear_attention_transformer block; models.ono_official_zeroshot; needs that package on --pythonpath) "
+                    "or elasticity (ela_example.py, Nystrom block, the point's place as an input; models.ono_official_elasticity; "
+                    "972 random points per sample, --resolution unused)")
     ap.add_argument("--pythonpath", action="append", default=[], help="folder with nystrom_attention and einops (zeroshot: also linear_attention_transformer 0.19.1 and its imports)")
     ap.add_argument("--device", default="cpu", help="cpu (default), cuda, cuda:N or auto (cuda when present)")
     ap.add_argument("--resolution", type=int, default=85)

@@ -129,7 +129,9 @@ class OnoHparams(TransformerHparams):
     (``matrix`` per matrix, ``batch`` over the batch as the package); the three ``nystrom_*`` need
     ``attention: nystrom``. ``efficient_scale``: the ``linear_attention_transformer`` package's
     ``d^-1/2`` on the query softmax, the release's "linear" block (needs ``attention: efficient``;
-    ``models.ono_official_zeroshot``).
+    ``models.ono_official_zeroshot``). ``point_index``: the encoder also reads each point's place in the
+    sample's list, ``j / (M - 1)``, the release's elasticity script's "space" coordinate (samples of one
+    point count whose lists correspond point by point; ``models.ono_official_elasticity``).
     """
 
     ortho_dim: PosInt = 16
@@ -147,6 +149,7 @@ class OnoHparams(TransformerHparams):
     nystrom_pad: Bool = False
     nystrom_pinv: NystromPinv = "matrix"
     efficient_scale: Bool = False
+    point_index: Bool = False
 
     @model_validator(mode="after")
     def _efficient_scale(self) -> OnoHparams:

@@ -96,6 +96,7 @@ wq_bias             False            True          eq. 4 has none; the release's
 nystrom_conv        0                33            the package's depth-wise residual conv of V
 nystrom_pad         False            True          the package's zero tokens in front
 nystrom_pinv        "matrix"         "batch"       the package's pseudo-inverse scaling
+point_index         False            (elasticity)  ``ela_example.py`` feeds ``[j / (M - 1), x, y]``
 ==================  ===============  ============  ===================================================
 
 Why ``ono`` keeps PyTorch's default (fan-in scaled) initialisation: the release's N(0, 0.02^2)
@@ -168,6 +169,22 @@ RELEASE_ZEROSHOT: dict[str, object] = {
     "ffn_ratio": 1.0,
     "attention": "efficient",
     "efficient_scale": True,
+}
+
+#: The authors' released elasticity model (README command of ``ela_example.py``: ``--n-hidden 128
+#: --attn_type nystrom --n-heads 8 --n-layers 8 --orth 1 --psi_dim 8 --batch-size 8 --max_grad_norm
+#: 0.1``, ``mlp_ratio`` 1): :data:`RELEASE_DARCY`'s structure with 8 layers, k = 8, FFN ratio 1, and
+#: the script's input encoding, ``point_index``: ``ONO2(space_dim=1, fun_dim=2)`` is fed
+#: ``x = linspace(0, 1, 972)``, each Gauss point's place in the sample's list, as its "space"
+#: coordinate and the point's (x, y) as its input function, so the encoder reads
+#: ``[j / (M - 1), x_j, y_j]``. 1,104,193 parameters for the 972-point cloud with one output, the
+#: count the release prints (``benchmarks/ono_official.py --release-config elasticity``).
+RELEASE_ELASTICITY: dict[str, object] = {
+    **RELEASE_DARCY,
+    "n_layers": 8,
+    "ortho_dim": 8,
+    "ffn_ratio": 1.0,
+    "point_index": True,
 }
 
 
@@ -422,10 +439,12 @@ class ONO(OperatorModel):
         nystrom_pad: bool,
         nystrom_pinv: str,
         efficient_scale: bool = False,
+        point_index: bool = False,
     ) -> None:
         super().__init__(in_channels, out_channels, coord_dim)  # values checked by OnoHparams
         self.width = width
-        self.encoder = MLP(coord_dim + in_channels, 2 * width, encoder_hidden or width, act=act)
+        self.point_index = point_index
+        self.encoder = MLP(int(point_index) + coord_dim + in_channels, 2 * width, encoder_hidden or width, act=act)
         block_options: dict[str, object] = (
             {"residual_conv": nystrom_conv, "pad_to_landmarks": nystrom_pad, "pinv_scale": nystrom_pinv} if attention == "nystrom" else {}
         )
@@ -470,18 +489,37 @@ class ONO(OperatorModel):
         check_batch(self, coords, inputs, query, mask)
         if not is_self_query(coords, query):
             return self.forward_cross(coords, inputs, query, mask)
-        g, h = self.encoder(torch.cat([coords, inputs], -1)).chunk(2, dim=-1)
+        g, h = self.encoder(self._encoder_input(coords, inputs, mask)).chunk(2, dim=-1)
         for block, oa in zip(self.blocks, self.ortho):
             g = block(g, mask)
             psi, _ = oa.eigenfunctions(g, mask)
             h = oa.update(h, psi, oa.coefficients(psi, h, mask))
         return h
 
+    def _encoder_input(self, coords: Tensor, inputs: Tensor, mask: Tensor | None) -> Tensor:
+        """``[x_j, f(x_j)]``, or with ``point_index`` ``[j / (M - 1), x_j, f(x_j)]`` (the release's elasticity
+        script: the point's place in the list, in [0, 1], in front)."""
+        if not self.point_index:
+            return torch.cat([coords, inputs], -1)
+        if mask is not None:
+            raise ConfigError(
+                "ono: point_index needs samples of one point count (a point's place j / (M - 1) would change with the "
+                "padding); use a dataset whose samples share their point list, or set point_index: false"
+            )
+        b, m, _ = coords.shape
+        place = torch.linspace(0.0, 1.0, m, device=coords.device, dtype=coords.dtype).view(1, m, 1).expand(b, m, 1)
+        return torch.cat([place, coords, inputs], -1)
+
     def forward_cross(self, coords: Tensor, inputs: Tensor, query: Tensor, mask: Tensor | None = None) -> Tensor:
         """The query-stream form (module docstring): outputs ``(B, M, out)`` at ``query (B, M, d)``.
 
         Equals :meth:`forward` when ``query == coords``.
         """
+        if self.point_index:
+            raise ConfigError(
+                "ono: point_index encodes each point by its place in the sample's list of points, which query points "
+                "other than the input points do not have; evaluate at the input points, or set point_index: false"
+            )
         gx, hx = self.encoder(torch.cat([coords, inputs], -1)).chunk(2, dim=-1)
         f_query = nearest_features(coords, inputs, query, mask)
         gy, hy = self.encoder(torch.cat([query, f_query], -1)).chunk(2, dim=-1)

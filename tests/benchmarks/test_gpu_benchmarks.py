@@ -352,3 +352,28 @@ def test_ono_official_maps_the_release_linear_block_onto_q_and_kv():
     assert torch.equal(attn.to_kv.weight, torch.cat([sd["blocks.1.Attn.to_k.weight"], sd["blocks.1.Attn.to_v.weight"]]))
     assert torch.equal(attn.to_out.bias, sd["blocks.1.Attn.to_out.bias"])
     assert ono_official.RELEASE_COMMANDS["zeroshot"]["attn_type"] is None  # no --attn_type in the README command
+
+
+def test_ono_official_feeds_the_release_what_its_elasticity_script_feeds_it():
+    """--release-config elasticity: ONO2 is called with linspace(0, 1, 972) as its "space" coordinate and the
+    points' (x, y) as its input function (ela_example.py); opflow's side is the 972-point cloud with no input
+    function, the release's hyperparameters (RELEASE_ELASTICITY) and its parameter count."""
+    seen = {}
+
+    class Recorder(torch.nn.Module):
+        blocks = ["the release's blocks"]
+
+        def forward(self, x, fx):
+            seen["x"], seen["fx"] = x, fx
+            return fx[..., :1]
+
+    coords, inputs, u = ono_official.config_batch("elasticity", 29, 3, 0, torch.float64)
+    assert coords.shape == (3, 972, 2) and inputs.shape == (3, 972, 0) and u.shape == (3, 972, 1)
+    wrapped = ono_official.as_script_calls(Recorder(), "elasticity")
+    wrapped(coords, inputs)
+    assert torch.equal(seen["x"], torch.linspace(0, 1, 972, dtype=torch.float64).view(1, 972, 1).expand(3, 972, 1))
+    assert seen["fx"] is coords and wrapped.blocks == Recorder.blocks
+    assert ono_official.as_script_calls(Recorder(), "darcy").__class__ is Recorder  # the Darcy scripts call ONO2(coords, a)
+    assert ono_official.config_points("elasticity", 29) == 972 and ono_official.config_points("darcy", 29) == 841
+    assert sum(p.numel() for p in ono_official.opflow_model("elasticity").parameters()) == 1_104_193
+    assert ono_official.RELEASE_INPUTS["elasticity"] == (1, 2) and ono_official.RELEASE_COMMANDS["elasticity"]["attn_type"] == "nystrom"

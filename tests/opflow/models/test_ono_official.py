@@ -19,7 +19,7 @@ from opflow.data.errors import ConfigError
 from opflow.models import build_model, count_parameters
 from opflow.models.layers import FeedForward, MultiHeadAttention
 from opflow.models.layers.attention import nystrom_attention, padded_segment_means
-from opflow.models.ono import RELEASE_DARCY, RELEASE_ZEROSHOT
+from opflow.models.ono import RELEASE_DARCY, RELEASE_ELASTICITY, RELEASE_ZEROSHOT
 
 ROOT = Path(__file__).resolve().parents[3]
 
@@ -273,3 +273,49 @@ def test_efficient_scale_is_refused_with_other_attention():
         build_model({"arch": "ono", "attention": "nystrom", "efficient_scale": True}, 1, 1, 2)
     with pytest.raises(ConfigError, match="set efficient_scale: false"):
         MultiHeadAttention(16, 4, "linear", efficient_scale=True)
+
+
+# ---------------------------------------------------------------------------------------------
+# the release's elasticity command (ela_example.py): Nystrom, k 8, the point's place as an input
+
+
+def test_the_elasticity_entry_is_the_release_command_and_has_its_parameter_count():
+    """README elasticity command: 8 layers, k 8, Nystrom, width 128, 8 heads, mlp_ratio 1, batch 8; the
+    script's ONO2(space_dim=1, fun_dim=2) reads [j / 971, x, y] -> 1,104,193 (what ela_example.py prints)."""
+    cfg = load_config_files([str(ROOT / "config/default.yaml")])
+    entry = dict(cfg["models"]["ono_official_elasticity"])
+    assert "training" not in entry  # batch 8, relative L2 of the decoded stress, clip 0.1, 500 epochs: the defaults
+    assert entry == {"arch": "ono", **RELEASE_ELASTICITY}
+    model = build_model(entry, 0, 1, 2)  # elasticity972: the point cloud, no input function
+    assert count_parameters(model) == 1_104_193
+    assert model.encoder[0].in_features == 3 and model.point_index
+    assert {k: v for k, v in RELEASE_ELASTICITY.items() if k not in ("n_layers", "ortho_dim", "ffn_ratio", "point_index")} == {
+        k: v for k, v in RELEASE_DARCY.items() if k not in ("n_layers", "ortho_dim", "ffn_ratio")
+    }
+    assert "results/elasticity972_ono_official_elasticity.json" in cfg["targets"]
+    quick = dict(load_config_files([str(ROOT / "config/default.yaml"), str(ROOT / "config/quick.yaml")])["models"]["ono_official_elasticity"])
+    sizes = {"width", "n_layers", "n_heads", "ortho_dim", "encoder_hidden", "num_landmarks"}
+    assert {k: v for k, v in quick.items() if k not in sizes} == {"arch": "ono", **{k: v for k, v in RELEASE_ELASTICITY.items() if k not in sizes}}
+
+
+def test_point_index_puts_each_point_s_place_in_front_of_its_coordinates():
+    """The encoder reads [j / (M - 1), x_j, f(x_j)]: restated with the encoder's own weights."""
+    torch.manual_seed(0)
+    model = build_model({"arch": "ono", "width": 16, "n_layers": 1, "n_heads": 2, "ortho_dim": 4, "attention": "linear", "point_index": True}, 1, 1, 2)
+    coords, a = torch.rand(2, 7, 2), torch.randn(2, 7, 1)
+    place = torch.linspace(0, 1, 7).view(1, 7, 1).expand(2, 7, 1)
+    torch.testing.assert_close(model._encoder_input(coords, a, None), torch.cat([place, coords, a], -1))
+    plain = build_model({"arch": "ono", "width": 16, "n_layers": 1, "n_heads": 2, "ortho_dim": 4, "attention": "linear"}, 2, 1, 2)
+    state = model.state_dict()
+    state["encoder.0.weight"] = state["encoder.0.weight"][:, [1, 2, 3, 0]]  # plain reads [x, y, a, place]
+    plain.load_state_dict(state)
+    torch.testing.assert_close(model(coords, a), plain(coords, torch.cat([a, place], -1)))  # the place is an input column, nothing more
+
+
+def test_point_index_is_refused_where_a_point_has_no_place():
+    model = build_model({"arch": "ono", "width": 16, "n_layers": 1, "n_heads": 2, "ortho_dim": 4, "attention": "linear", "point_index": True}, 1, 1, 2)
+    coords, a = torch.rand(2, 7, 2), torch.randn(2, 7, 1)
+    with pytest.raises(ConfigError, match="point_index needs samples of one point count"):
+        model(coords, a, mask=torch.ones(2, 7, dtype=torch.bool))
+    with pytest.raises(ConfigError, match="query points other than the input points"):
+        model(coords, a, query=torch.rand(2, 5, 2))
