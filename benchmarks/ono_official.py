@@ -104,21 +104,25 @@ def load_release(release_dir: Path, pythonpath: list[str]) -> types.ModuleType:
 #: ``--release-config``: the README command's ``ONO2`` arguments and opflow's hyperparameters
 #: (:mod:`opflow.models.ono`): ``darcy`` = ``Darcy_example.py`` (Nystrom block), ``zeroshot`` =
 #: ``space_gen.py`` (no ``--attn_type``: the ``linear_attention_transformer`` block), ``elasticity`` =
-#: ``ela_example.py`` (Nystrom block)
+#: ``ela_example.py`` (Nystrom block), ``ns`` = ``NS_example2.py`` (the zero-shot network on 10 frames)
 RELEASE_COMMANDS: dict[str, dict[str, Any]] = {
     "darcy": {"n_hidden": 128, "n_layers": 10, "n_head": 8, "psi_dim": 32, "mlp_ratio": 2, "attn_type": "nystrom"},
     "zeroshot": {"n_hidden": 128, "n_layers": 8, "n_head": 8, "psi_dim": 16, "mlp_ratio": 1, "attn_type": None},
     "elasticity": {"n_hidden": 128, "n_layers": 8, "n_head": 8, "psi_dim": 8, "mlp_ratio": 1, "attn_type": "nystrom"},
+    "ns": {"n_hidden": 128, "n_layers": 8, "n_head": 8, "psi_dim": 16, "mlp_ratio": 1, "attn_type": None},
 }
+
+#: NS2d's input frames (``NS_example2.py``: ``T_in = 10``) and predicted frames (``T = 10``)
+NS_HISTORY = NS_STEPS = 10
 
 #: what each script feeds ``ONO2`` (``space_dim``, ``fun_dim``): the Darcy scripts the grid point and the
 #: coefficient; ``ela_example.py`` ``linspace(0, 1, 972)`` as the "space" coordinate and the point's (x, y)
 #: as the input function
-RELEASE_INPUTS: dict[str, tuple[int, int]] = {"darcy": (2, 1), "zeroshot": (2, 1), "elasticity": (1, 2)}
+RELEASE_INPUTS: dict[str, tuple[int, int]] = {"darcy": (2, 1), "zeroshot": (2, 1), "elasticity": (1, 2), "ns": (2, NS_HISTORY)}
 
 #: opflow's ``(in_channels, out_channels, coord_dim)`` of each configuration: Darcy's coefficient in, the
 #: elasticity point cloud with no input function (``datasets.elasticity972``)
-OPFLOW_CHANNELS: dict[str, tuple[int, int, int]] = {"darcy": (1, 1, 2), "zeroshot": (1, 1, 2), "elasticity": (0, 1, 2)}
+OPFLOW_CHANNELS: dict[str, tuple[int, int, int]] = {"darcy": (1, 1, 2), "zeroshot": (1, 1, 2), "elasticity": (0, 1, 2), "ns": (NS_HISTORY, 1, 2)}
 
 #: the elasticity set's points per sample (the 3 x 3 Gauss points of 108 cells)
 ELASTICITY_POINTS = 972
@@ -128,7 +132,7 @@ def release_hparams(config: str = "darcy") -> dict[str, Any]:
     """opflow's ``ono`` hyperparameters of a ``--release-config``."""
     from opflow.models.ono import RELEASE_DARCY, RELEASE_ELASTICITY, RELEASE_ZEROSHOT
 
-    return {"darcy": RELEASE_DARCY, "zeroshot": RELEASE_ZEROSHOT, "elasticity": RELEASE_ELASTICITY}[config]
+    return {"darcy": RELEASE_DARCY, "zeroshot": RELEASE_ZEROSHOT, "elasticity": RELEASE_ELASTICITY, "ns": RELEASE_ZEROSHOT}[config]
 
 
 def release_model(mod: types.ModuleType, config: str = "darcy") -> Any:
@@ -229,10 +233,27 @@ def elasticity_batch(batch: int, seed: int, dtype: Any) -> tuple[Any, Any, Any]:
     return coords, coords[..., :0], torch.randn(batch, ELASTICITY_POINTS, 1, generator=g, dtype=dtype)
 
 
+def ns_batch(resolution: int, batch: int, seed: int, dtype: Any) -> tuple[Any, Any, Any]:
+    """``(coords, inputs, u)`` shaped as NS2d's on a ``resolution^2`` grid: 10 random input frames and 10
+    random target frames (step-major channels, as ``NS_example2.py``'s ``yy`` and opflow's unrolled items)."""
+    import torch
+
+    coords, _, _ = darcy_batch(resolution, batch, seed, dtype)
+    g = torch.Generator().manual_seed(seed + 1)
+    frames = torch.randn(batch, resolution * resolution, NS_HISTORY + NS_STEPS, generator=g, dtype=dtype)
+    return coords, frames[..., :NS_HISTORY], frames[..., NS_HISTORY:]
+
+
 def config_batch(config: str, resolution: int, batch: int, seed: int, dtype: Any) -> tuple[Any, Any, Any]:
-    """The batch of a ``--release-config``: Darcy-like at ``resolution^2`` grid points, or the elasticity cloud
-    (972 points whatever ``resolution``)."""
-    return elasticity_batch(batch, seed, dtype) if config == "elasticity" else darcy_batch(resolution, batch, seed, dtype)
+    """The batch of a ``--release-config``: Darcy-like at ``resolution^2`` grid points, NS2d's frames on that
+    grid, or the elasticity cloud (972 points whatever ``resolution``); the speed runs time NS2d's single
+    step, ``unrolled_training`` its script's ten."""
+    if config == "elasticity":
+        return elasticity_batch(batch, seed, dtype)
+    if config == "ns":
+        coords, a, u = ns_batch(resolution, batch, seed, dtype)
+        return coords, a, u[..., :1]
+    return darcy_batch(resolution, batch, seed, dtype)
 
 
 def config_points(config: str, resolution: int) -> int:
@@ -281,6 +302,66 @@ def equivalence(mod: types.ModuleType, resolution: int, batch: int, device: Any 
             "batch": batch, "outputs": rows,
             "running_covariance_max_rel_diff": cov,
             "parameters": {"release": sum(p.numel() for p in theirs.parameters()), "opflow": sum(p.numel() for p in ours.parameters())}}
+
+
+def unrolled_training(mod: types.ModuleType, resolution: int, batch: int, steps: int = 2, device: Any = "cpu") -> dict[str, Any]:
+    """``NS_example2.py``'s training loop against opflow's ``training.unroll: truth``, float64, from the same weights.
+
+    The script's loop, restated: for each of the 10 target frames, predict from the current window, add the
+    relative L2 error summed over the batch to the loss, slide the *true* frame into the window; then one
+    backward pass, clipping to 0.1 and AdamW (1e-3, weight decay 1e-5). opflow's side is the trainer's own
+    loss (:func:`opflow.train_step.batch_loss` of an unrolled batch, no normalisers as the script has none,
+    times the batch for the "sum" reduction) with the same clipping and AdamW. After each step: the two
+    losses, the models' evaluation-mode outputs on a fresh batch and their running covariances (updated once
+    per predicted frame).
+    """
+    import torch
+
+    from opflow.config import TrainConfig
+    from opflow.data.normalize import Identity
+    from opflow.data.torch_data import Normalizers
+    from opflow.train_step import batch_loss
+
+    theirs, ours = paired_models(mod, torch.float64, config="ns")
+    theirs, ours = theirs.to(device), ours.to(device)
+    cfg = TrainConfig.from_dict({"unroll": "truth", "input_normalizer": "none", "output_normalizer": "none"})
+    norms = Normalizers(Identity(), Identity(), Identity())
+    opts = [torch.optim.AdamW(m.parameters(), lr=1e-3, weight_decay=1e-5) for m in (theirs, ours)]
+
+    def rel_l2_sum(pred: Any, y: Any) -> Any:
+        b = pred.shape[0]
+        return (torch.linalg.vector_norm((pred - y).reshape(b, -1), dim=1) / torch.linalg.vector_norm(y.reshape(b, -1), dim=1)).sum()
+
+    def update(model: Any, opt: Any, loss: Any) -> None:
+        opt.zero_grad()
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 0.1)
+        opt.step()
+
+    rows = []
+    for step in range(steps):
+        coords, fx, yy = (t.to(device) for t in ns_batch(resolution, batch, 11 + step, torch.float64))
+        theirs.train(), ours.train()
+        loss_t, window = coords.new_zeros(()), fx
+        for t in range(NS_STEPS):  # the script's loop
+            y = yy[..., t : t + 1]
+            loss_t = loss_t + rel_l2_sum(theirs(coords, window), y)
+            window = torch.cat((window[..., 1:], y), -1)
+        update(theirs, opts[0], loss_t)
+        b = {"coords": coords, "inputs": fx, "target": yy, "grid_shape": (resolution, resolution), "rollout_steps": NS_STEPS}
+        loss_o = batch_loss(ours, b, norms, cfg) * batch
+        update(ours, opts[1], loss_o)
+        coords, a, _ = (t.to(device) for t in config_batch("ns", resolution, batch, 90 + step, torch.float64))
+        theirs.eval(), ours.eval()
+        with torch.no_grad():
+            yt, yo = theirs(coords, a), ours(coords, a)
+        cov = max(float((blk.feature_cov - oa.ort.running_cov).abs().max() / blk.feature_cov.abs().max()) for blk, oa in zip(theirs.blocks, ours.ortho))
+        rows.append({"step": step + 1, "loss_release": float(loss_t), "loss_opflow": float(loss_o),
+                     "loss_rel_diff": abs(float(loss_t) - float(loss_o)) / abs(float(loss_t)),
+                     "eval_output_max_abs_diff_over_max_abs": float((yt - yo).abs().max() / yt.abs().max()),
+                     "running_covariance_max_rel_diff": cov})
+    return {"dtype": "float64", "device": str(device), "resolution": resolution, "batch": batch, "frames_per_step": NS_STEPS,
+            "optimizer": "AdamW lr 1e-3, weight decay 1e-5, clip 0.1", "steps": rows}
 
 
 # --------------------------------------------------------------------------- speed
@@ -697,7 +778,8 @@ def main(argv: list[str] | None = None) -> int:
                     help="which README command: darcy (Darcy_example.py, Nystrom block; models.ono_official), zeroshot "
                     "(space_gen.py, the linear_attention_transformer block; models.ono_official_zeroshot; needs that package on --pythonpath) "
                     "or elasticity (ela_example.py, Nystrom block, the point's place as an input; models.ono_official_elasticity; "
-                    "972 random points per sample, --resolution unused)")
+                    "972 random points per sample, --resolution unused) or ns (NS_example2.py, the zero-shot network on 10 frames; "
+                    "models.ono_official_ns; also its training loop, teacher forcing over 10 frames, against training.unroll: truth)")
     ap.add_argument("--pythonpath", action="append", default=[], help="folder with nystrom_attention and einops (zeroshot: also linear_attention_transformer 0.19.1 and its imports)")
     ap.add_argument("--device", default="cpu", help="cpu (default), cuda, cuda:N or auto (cuda when present)")
     ap.add_argument("--resolution", type=int, default=85)
@@ -753,13 +835,16 @@ def main(argv: list[str] | None = None) -> int:
         "smoke": a.smoke,
         "created": utc_timestamp(),
         "machine": machine(loadavg()),
-        "versions": versions("torch", "nystrom-attention", "einops", *(["linear-attention-transformer"] if a.release_config == "zeroshot" else [])),
+        "versions": versions("torch", "nystrom-attention", "einops", *(["linear-attention-transformer"] if a.release_config in ("zeroshot", "ns") else [])),
         "threads": a.threads,
         **settings,
         "load_average_before": loadavg(),
     }
     res["equivalence"] = equivalence(mod, a.equivalence_resolution, 3, dev, a.release_config)
     print("equivalence:", res["equivalence"], flush=True)
+    if a.release_config == "ns":  # the script's training loop (teacher forcing over 10 frames) against training.unroll: truth
+        res["unrolled_training"] = unrolled_training(mod, a.equivalence_resolution, 3, 2, dev)
+        print("unrolled training:", res["unrolled_training"], flush=True)
     if not a.skip_speed:
         res["speed"] = _speed_block(mod, a, dev, None)
         _print_speed(res["speed"])
@@ -785,6 +870,12 @@ def summarize(result: dict[str, Any]) -> list[str]:
         counts = eq.get("parameters")
         lines.append(f"- equivalence with the release ({eq['dtype']}): largest relative output difference {worst:.2e}"
                      + (f"; parameters {counts['release']:,} (release) / {counts['opflow']:,} (opflow)" if counts else ""))
+    ut = result.get("unrolled_training")
+    if ut:
+        lines.append(f"- the script's training loop ({ut['frames_per_step']} teacher-forced frames per step) against training.unroll: truth, "
+                     f"{ut['dtype']}, {len(ut['steps'])} steps: losses within {max(r['loss_rel_diff'] for r in ut['steps']):.1e}, "
+                     f"outputs after training within {max(r['eval_output_max_abs_diff_over_max_abs'] for r in ut['steps']):.1e}, "
+                     f"running covariances within {max(r['running_covariance_max_rel_diff'] for r in ut['steps']):.1e}")
     sp = result.get("speed") or {}
     for name in ["release", *sp.get("variants", {})]:
         r = sp.get("release") if name == "release" else sp["variants"][name]

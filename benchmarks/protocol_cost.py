@@ -15,7 +15,8 @@ What a protocol is. Its run config resolved as the workflow resolves it (:func:`
 derivative regulariser), its reduction, clipping and normalisers, the model at its paper
 configuration, the dataset's task and view. The training samples are the view's training items:
 ``datasets.<d>.train`` samples, times the teacher-forced pairs per trajectory for ``window`` views
-(NS: 1000 x 10 target frames = 10,000 pairs; ``ns_v1e-5_tgen``: 1000 x 8).
+(NS: 1000 x 10 target frames = 10,000 pairs; ``ns_v1e-5_tgen``: 1000 x 8), or the trajectories
+themselves under unrolled training (``training.unroll``: 1000, each step predicting its 10 frames).
 
 The data: synthetic values, real shapes, the real pipeline. No solver runs. Per source, the
 generator is built from the config (its ``dims()`` and ``fields()``: grid size, frames, mesh nodes,
@@ -130,6 +131,15 @@ STEP_KEYS = (
 )
 
 
+def _step_training(tc: Mapping[str, Any], extra: tuple[str, ...] = ()) -> dict[str, Any]:
+    """The training keys a protocol's step depends on (``unroll`` only when set: the stored keys of
+    the pair-trained protocols stay as they were)."""
+    out = {k: tc.get(k) for k in STEP_KEYS + extra}
+    if tc.get("unroll", "none") != "none":
+        out["unroll"] = tc["unroll"]
+    return out
+
+
 # --------------------------------------------------------------------------- which protocols
 
 
@@ -237,7 +247,7 @@ def plan(config: Mapping[str, Any], pairs: Sequence[Mapping[str, Any]], folder: 
 
     Returns ``(entries, failed)``; an entry's ``spec`` is what the child process measures."""
     from opflow.config import parse_workflow, resolve_run
-    from opflow.data.views import make_dataset
+    from opflow.data.views import make_dataset, training_purpose
 
     wf = parse_workflow(config)
     runs, failed = [], []
@@ -269,19 +279,19 @@ def plan(config: Mapping[str, Any], pairs: Sequence[Mapping[str, Any]], folder: 
         try:
             path = synthetic_dataset(wf, d, batch, n_file_test, folder, shards)
             view = run.get("view")
-            tr = make_dataset(path, "train", run.get("task"), view, purpose="train")
+            tr = make_dataset(path, "train", run.get("task"), view, purpose=training_purpose(run["training"].get("unroll")))
             te = make_dataset(path, "test", tr.task, view, purpose="rollout")
         except Exception as e:
             failed.append({**p, "error": f"synthetic data: {type(e).__name__}: {e}"})
             continue
-        per_sample = len(tr) / batch  # training items per sample: teacher-forced pairs of a window view
+        per_sample = len(tr) / batch  # training items per sample: teacher-forced pairs of a window view (1: unrolled trajectories)
         n_train = int(round(per_sample * ds.train))
         steps = math.ceil(n_train / batch)
         tc = run["training"]
         test_item = item_shapes(te)
         shapes = {"train_item": item_shapes(tr), "test_item": test_item}
         key = json.dumps(
-            {"model": m, "model_config": run["model_config"], "training": {k: tc.get(k) for k in STEP_KEYS},
+            {"model": m, "model_config": run["model_config"], "training": _step_training(tc),
              "view": getattr(tr, "kind", None), "shapes": shapes},
             sort_keys=True, default=str,
         )
@@ -299,7 +309,7 @@ def plan(config: Mapping[str, Any], pairs: Sequence[Mapping[str, Any]], folder: 
             "rollout_steps": int(test_item.get("rollout_steps") or 0),
             "view": getattr(tr, "kind", None),
             "shapes": shapes,
-            "training": {k: tc.get(k) for k in STEP_KEYS + ("epochs", "lr", "scheduler")},
+            "training": _step_training(tc, ("epochs", "lr", "scheduler")),
             "model_config": run["model_config"],
             "key": key,
             "spec": {"run": run, "data": str(path)},

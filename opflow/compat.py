@@ -75,9 +75,16 @@ def needs_misfits(needs: DataNeeds, arch: str, data: DataShape) -> list[str]:
 
 
 def training_misfits(train: TrainConfig, data: DataShape) -> list[str]:
-    """What the training settings need of the data: derivative losses need targets on a grid (at
-    least 3 points per axis for the H1 regulariser), ``h1_coeff`` a Darcy coefficient as first input."""
+    """What the training settings need of the data: unrolled training a ``window`` view, derivative
+    losses targets on a grid (at least 3 points per axis for the H1 regulariser), ``h1_coeff`` a
+    Darcy coefficient as first input."""
     out = []
+    if train.unroll != "none" and data.view != "window":
+        out.append(
+            f"training.unroll: {train.unroll} predicts whole trajectories frame by frame, but it is {data.describe()}; "
+            "unrolled training needs a window view (view: {kind: window, ...}): set training.unroll: none for this dataset"
+        )
+        return out
     derivatives = [k for k, on in (("training.loss: rel_h1", train.loss == "rel_h1"), (f"training.grad_weight: {train.grad_weight}", train.grad_weight > 0)) if on]
     if derivatives and (data.layout != "grid" or not data.targets_on_grid):
         where = f"it is {data.describe()}" if data.layout != "grid" else f"the targets of view {data.view} do not lie on its grid"

@@ -179,6 +179,13 @@ class TrainConfig(_Settings):
     loss_reduction: Literal["sum", "mean"] = "sum"
     input_normalizer: NormalizerKind = "unit_gaussian"
     output_normalizer: NormalizerKind = "unit_gaussian"
+    #: window views only: none = independent teacher-forced pairs (frames j-k..j-1 -> j), shuffled;
+    #: truth / prediction = whole trajectories, one optimiser step per batch of them, the loss the sum
+    #: of the one-step losses over the training frames predicted one by one, the next input window
+    #: taking the true frame (truth: teacher forcing, the ONO release's NS_example2.py) or the
+    #: model's own prediction, gradients through the unroll (prediction: the FNO code's
+    #: fourier_2d_time.py). opflow.train_step.batch_loss
+    unroll: Literal["none", "truth", "prediction"] = "none"
     #: seeds python, numpy, torch, the shuffling and the data-loader workers
     seed: NonNegInt = 0
     #: auto (cuda > mps > cpu), cpu, mps, cuda or cuda:N
@@ -588,6 +595,8 @@ def run_identity(run: Mapping[str, Any]) -> dict[str, Any]:
     if not ident["training"].get("grad_weight"):  # no regulariser: runs keep the hash they had before it existed
         ident["training"].pop("grad_weight", None)
         ident["training"].pop("grad_form", None)
+    if ident["training"].get("unroll", "none") == "none":  # pairs: runs keep the hash they had before unrolling existed
+        ident["training"].pop("unroll", None)
     return ident
 
 

@@ -110,13 +110,14 @@ def model_inputs(model: torch.nn.Module, batch: Mapping[str, Any], norms: Normal
 
 
 def forward(model: torch.nn.Module, batch: Mapping[str, Any], norms: Normalizers, *, autocast: bool = False) -> torch.Tensor:
-    """Model output in normalised units for a batch already on the model's device."""
+    """Model output in normalised units for a batch already on the model's device: float32 (a bf16
+    autocast output is cast up), or float64 for a model held in float64 (the equivalence benchmarks)."""
     x, extra = model_inputs(model, batch, norms)
     # no cast cache: inside a captured CUDA graph (opflow.train_step) cached casts would outlive the step
     ctx = torch.autocast("cuda", dtype=torch.bfloat16, cache_enabled=False) if autocast else contextlib.nullcontext()
     with ctx:
         out = model(batch["coords"], x, query=batch.get("query"), mask=batch.get("mask"), grid_shape=batch.get("grid_shape"), **extra)
-    return out.float()
+    return out if out.dtype == torch.float64 else out.float()
 
 
 def predict_batch(model: torch.nn.Module, batch: Mapping[str, Any], norms: Normalizers, *, autocast: bool = False) -> torch.Tensor:

@@ -139,7 +139,7 @@ from opflow.config import TrainConfig, diff_keys, run_hash, run_identity
 from opflow.data.errors import ConfigError
 from opflow.data.device_batches import DeviceBatches, item_nbytes, uniform_reason
 from opflow.data.torch_data import ArrayDataset, Normalizers, make_loader, to_device
-from opflow.data.views import make_dataset
+from opflow.data.views import make_dataset, training_purpose
 from opflow.inference import accepts_globals, forward, load_model, model_inputs, predict, predict_batch, test_errors
 from opflow.hostsync import deferred_checks, raise_faults, take_faults
 from opflow.optim import build_optimizer, portable_state_dict
@@ -568,7 +568,7 @@ class Trainer:
     def setup(self) -> None:
         """Datasets and normalisers, then (seeded) model, loaders, optimiser and schedule."""
         cfg, info, dev = self.cfg, self.info, self.dev
-        self.train_ds = make_dataset(self.data_file, "train", self.run.get("task"), self.view, purpose="train")
+        self.train_ds = make_dataset(self.data_file, "train", self.run.get("task"), self.view, purpose=training_purpose(cfg.unroll))
         self.test_ds = make_dataset(self.data_file, "test", self.train_ds.task, self.view, purpose="rollout")
         self.check_splits()
         self.check_fit()

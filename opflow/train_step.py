@@ -56,18 +56,59 @@ def batch_loss(model: nn.Module, batch: Mapping[str, Any], norms: Normalizers, c
     """The training loss of one batch, the mean over its samples (module docstring, first line).
 
     ``loss_space: physical`` compares the decoded prediction with the target in physical units,
-    ``normalized`` the raw prediction with the encoded target.
+    ``normalized`` the raw prediction with the encoded target. A batch of whole trajectories
+    (``rollout_steps`` P > 0: ``training.unroll``) is unrolled: with the window ``w_0`` of its
+    inputs and its frames ``u_1 .. u_P``,
+
+        loss = sum_{p=1..P} L(model(w_{p-1}), u_p),   w_p = (w_{p-1} without its oldest frame, v_p),
+
+    ``v_p = u_p`` (``unroll: truth``, teacher forcing: the ONO release's ``NS_example2.py``) or the
+    decoded prediction itself, not detached (``unroll: prediction``: the FNO code's
+    ``fourier_2d_time.py``, backpropagation through the unroll). Per sample it is the sum, not the
+    mean, of the P step losses, as both scripts sum them.
     """
+    steps = int(batch.get("rollout_steps") or 0)
+    if steps:
+        return _unrolled_loss(model, batch, norms, cfg, steps, autocast=autocast)
+    return _step_loss(model, batch, norms, cfg, batch["target"], autocast=autocast)[0]
+
+
+def _step_loss(
+    model: nn.Module, batch: Mapping[str, Any], norms: Normalizers, cfg: Any, target: Tensor, *, autocast: bool = False
+) -> tuple[Tensor, Tensor]:
+    """The loss of one forward pass on ``batch`` against ``target`` (physical units), and the decoded prediction."""
     gs = batch.get("grid_shape")
     out = forward(model, batch, norms, autocast=autocast)
+    decoded = norms.outputs.decode(out, gs)
     if cfg.loss_space == "physical":
-        pred, target = norms.outputs.decode(out, gs), batch["target"]
+        pred, tgt = decoded, target
     else:
-        pred, target = out, norms.outputs.encode(batch["target"], gs)
-    return training_loss(
-        cfg.loss, pred, target, mask=output_mask(batch), coords=batch.get("query", batch["coords"]), grid_shape=gs,
+        pred, tgt = out, norms.outputs.encode(target, gs)
+    loss = training_loss(
+        cfg.loss, pred, tgt, mask=output_mask(batch), coords=batch.get("query", batch["coords"]), grid_shape=gs,
         grad_weight=cfg.grad_weight, grad_form=cfg.grad_form, inputs=batch["inputs"],
     )
+    return loss, decoded
+
+
+def _unrolled_loss(model: nn.Module, batch: Mapping[str, Any], norms: Normalizers, cfg: Any, steps: int, *, autocast: bool = False) -> Tensor:
+    """:func:`batch_loss` of a batch of whole trajectories: ``steps`` one-step losses, summed."""
+    if cfg.unroll not in ("truth", "prediction"):
+        raise ValueError(f"a batch of whole trajectories ({steps} frames) is trained unrolled; training.unroll is {cfg.unroll!r}")
+    target = batch["target"]
+    if target.shape[-1] % steps:
+        raise ValueError(f"the target's {target.shape[-1]} channels are not {steps} frames of equal width")
+    width = target.shape[-1] // steps
+    window = batch["inputs"]
+    total: Tensor | None = None
+    for p in range(steps):
+        frame = target[..., p * width : (p + 1) * width]
+        loss, pred = _step_loss(model, {**batch, "inputs": window}, norms, cfg, frame, autocast=autocast)
+        total = loss if total is None else total + loss
+        newest = frame if cfg.unroll == "truth" else pred.to(window.dtype)
+        window = torch.cat([window[..., width:], newest], -1)
+    assert total is not None
+    return total
 
 
 # ----------------------------------------------------------------------------------- batch trees

@@ -45,9 +45,9 @@ SUBSET_ATTRS = ("opflow_subset_of", "opflow_subset_of_sha256", "opflow_subset_va
 def _splits(path: str | os.PathLike, run: Mapping[str, Any]) -> list[Any]:
     """The datasets a training of ``run`` builds from ``path``: its training split, then its test split as the
     evaluation reads it (:meth:`opflow.train.Trainer.setup`)."""
-    from opflow.data.views import make_dataset
+    from opflow.data.views import make_dataset, training_purpose
 
-    train = make_dataset(path, "train", run.get("task"), run.get("view"), purpose="train")
+    train = make_dataset(path, "train", run.get("task"), run.get("view"), purpose=training_purpose((run.get("training") or {}).get("unroll")))
     test = make_dataset(path, "test", train.task, run.get("view"), purpose="rollout")
     return [train, test]
 

@@ -30,6 +30,11 @@ Training pairs have targets 11..18 (inputs 1..17 at most, so frames 19 and 20 ar
 testing rolls out from frames 1..10 to 20 as usual and reports, besides per-step and full errors,
 the full-trajectory error restricted to the seen frames 11..18 and to the unseen frames 19..20.
 
+Unrolled training (:class:`UnrollDataset`, purpose ``"unroll"``, chosen by ``training.unroll``):
+item = a whole training trajectory, its ``train_frames`` predicted one by one in one optimiser step,
+their losses summed, as the FNO code (``fourier_2d_time.py``: the model's own predictions fed back)
+and the ONO release (``NS_example2.py``: the true frames fed back) train NS2d.
+
 ``one_step`` (:class:`OneStepDataset`): frame ``input_frame`` -> frame ``output_frame`` of every
 trajectory, e.g. the Kolmogorov flow task ``w(11) -> w(11.1)`` of the continuum-attention paper
 (the ``kolmogorov`` generator stores exactly those two frames: 0 -> 1).
@@ -181,6 +186,38 @@ class WindowDataset(ArrayDataset):
 
     def info(self) -> dict[str, Any]:
         return {**super().info(), "view": self.view.to_dict()}
+
+
+class UnrollDataset(WindowDataset):
+    """Whole training trajectories of the ``window`` view, for unrolled training (``training.unroll``).
+
+    Item ``s`` = trajectory ``s``: inputs = frames ``a - k .. a - 1`` (``(N, k F)``), target = the
+    training frames ``a .. b`` as channels ``(N, P F)``, step-major like a rollout's, and
+    ``rollout_steps = P`` (``a .. b`` = ``train_frames``, the pairs' targets). The trainer predicts the
+    ``P`` frames one by one and sums their losses (:func:`opflow.train_step.batch_loss`): the FNO
+    and ONO NS2d scripts' training, one optimiser step per batch of trajectories. The model, its
+    channels and its normalisers are those of the teacher-forced pairs (:class:`WindowDataset`).
+    """
+
+    kind = "unroll"
+
+    def __init__(self, path: str | os.PathLike, split: str | None, task: Task | Mapping[str, Any] | None, view: View | Mapping[str, Any]) -> None:
+        super().__init__(path, split, task, view)
+        self.rollout_steps = len(self.targets)
+        self._len = int(self._frames.data.shape[0])
+
+    def __getitem__(self, i: int) -> dict[str, Any]:
+        s = int(i)
+        a, b = int(self.targets[0]), int(self.targets[-1])
+        tgt = self._frames.data[s, a : b + 1]  # (P, N, F)
+        return {
+            "coords": self.coords,
+            "inputs": self._frames.window(s, a, self.history),
+            "target": tgt.movedim(0, 1).reshape(tgt.shape[1], -1),
+            "grid_shape": self.grid_shape,
+            "index": s,
+            "rollout_steps": self.rollout_steps,
+        }
 
 
 class RolloutDataset(ArrayDataset):

@@ -99,6 +99,24 @@ def cloud_dataset(path: Path, counts: list[int], n_test: int = 1, code: bool = F
     return write_dataset(path, v, provenance_attrs("test-cloud", {}, 0))
 
 
+def trajectory_dataset(path: Path, n: int = 10, n_test: int = 4, frames: int = 9, s: int = 8) -> Path:
+    """Advected sine waves on a periodic s x s grid: frame k+1 is frame k shifted by one cell."""
+    x = np.arange(s) / s
+    ph = np.arange(n)[:, None, None, None] * 0.7
+    k = np.arange(frames)[None, :, None, None]
+    w = np.sin(2 * np.pi * (x[None, None, :, None] - k / s) + ph) * np.cos(2 * np.pi * x[None, None, None, :])
+    grid = {"role": "coordinate", "units": "1", "grid_type": "periodic"}
+    v = {
+        "t": Variable(("t",), np.arange(frames, dtype=float), {"role": "coordinate", "units": "s"}),
+        "x": Variable(("x",), x, grid),
+        "y": Variable(("y",), x.copy(), grid),
+        "sample_index": Variable(("sample",), np.arange(n)),
+        "split": split_variable(np.array([0] * (n - n_test) + [1] * n_test, np.int8)),
+        "vorticity": Variable(("sample", "t", "x", "y"), w.astype(np.float32), {"role": "output", "units": "1/s", "long_name": "w"}),
+    }
+    return write_dataset(path, v, provenance_attrs("test-advect", {}, 0))
+
+
 def tiny_config(epochs: int = 3, **training) -> dict:
     """A workflow config with one dataset and the tiny model (paths filled in by the tests).
 

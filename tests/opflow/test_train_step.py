@@ -22,13 +22,15 @@ import pytest
 import torch
 
 import opflow.train
-from opflow.config import TrainConfig, resolve_run
+from opflow.config import TrainConfig, resolve_run, run_hash, run_identity
+from opflow.data.torch_data import collate
+from opflow.data.trajectory import WindowDataset, rollout
 from opflow.hostsync import deferred_checks
 from opflow.runtime import compile_unsupported
 from opflow.train import Trainer
 from opflow.train_step import batch_loss
 
-from learning_helpers import cloud_dataset, grid_dataset, tiny_config
+from learning_helpers import TEST_ARCH, cloud_dataset, grid_dataset, tiny_config, trajectory_dataset
 
 #: every model family at a tiny size, on the 16 x 16 grid file (grid) or ragged point clouds (cloud)
 FAMILIES: dict[str, tuple[str, dict]] = {
@@ -506,3 +508,85 @@ def test_on_cuda_a_model_with_dropout_is_captured_and_trains(files: dict, tmp_pa
     captured, plain = losses[True], losses[False]
     assert all(math.isfinite(x) for x in captured) and len(set(captured)) > 1, captured  # the replays update the weights
     assert captured == pytest.approx(plain, rel=0.05), (captured, plain)  # other dropout masks, the same training
+
+
+# ----------------------------------------------------------------------------------- unrolled training
+
+UNROLL_VIEW = {"kind": "window", "history": 2, "frames": [1, 8], "train_frames": [3, 6]}  # 4 training frames per trajectory
+
+
+def unroll_run(data: Path, unroll: str, model: dict | None = None, **training) -> dict:
+    cfg = {
+        "datasets": {"toy": {"source": "src", "train": 6, "test": 4, "view": UNROLL_VIEW}},
+        "models": {"m": model or {"arch": TEST_ARCH, "width": 16}},
+        "training": {"epochs": 2, "batch_size": 4, "seed": 0, "device": "cpu", "threads": 1, "unroll": unroll,
+                     "input_normalizer": "pointwise", "output_normalizer": "pointwise", **training},
+    }
+    return resolve_run(cfg, "toy", "m", str(data))
+
+
+@pytest.fixture(scope="module")
+def traj(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return trajectory_dataset(tmp_path_factory.mktemp("traj") / "w.nc")
+
+
+@pytest.mark.parametrize("loss_space", ["physical", "normalized"])
+def test_unrolled_on_the_truth_the_loss_is_the_sum_of_the_teacher_forced_pair_losses(traj: Path, tmp_path: Path, loss_space: str) -> None:
+    tr = trainer_for(unroll_run(traj, "truth", loss_space=loss_space), traj, tmp_path / "m")
+    model, cfg, norms = tr.model.eval(), tr.cfg, tr.norms
+    b = collate([tr.train_ds[s] for s in range(3)])
+    assert b["rollout_steps"] == 4 and b["inputs"].shape[-1] == 2
+    pairs = WindowDataset(traj, "train", None, UNROLL_VIEW)  # pair s * 4 + p: trajectory s, training frame 3 + p
+    by_hand = sum(batch_loss(model, collate([pairs[s * 4 + p] for s in range(3)]), norms, cfg) for p in range(4))
+    with torch.no_grad():
+        torch.testing.assert_close(batch_loss(model, b, norms, cfg), by_hand)
+
+
+def test_unrolled_on_predictions_the_loss_follows_the_model_and_backpropagates_through_the_unroll(traj: Path, tmp_path: Path) -> None:
+    tr = trainer_for(unroll_run(traj, "prediction"), traj, tmp_path / "m")
+    model, cfg, norms = tr.model.eval(), tr.cfg, tr.norms
+    b = collate([tr.train_ds[s] for s in range(3)])
+
+    def step(bb):
+        return norms.outputs.decode(opflow.train.forward(model, bb, norms), bb.get("grid_shape"))
+
+    pred = rollout(step, b, 4, 1)  # the evaluation's rollout: each prediction fed back
+    rel = torch.linalg.vector_norm(pred - b["target"], dim=1) / torch.linalg.vector_norm(b["target"], dim=1)  # (B, steps)
+    loss = batch_loss(model, b, norms, cfg)
+    torch.testing.assert_close(loss, rel.sum(1).mean())
+    # the gradient of the last step's loss reaches the first step's prediction: the unroll is not detached
+    last = list(model.parameters())[0]
+    g_pred = torch.autograd.grad(loss, last)[0]
+    cfg_truth = TrainConfig.from_dict({**tr.run["training"], "unroll": "truth"})
+    g_truth = torch.autograd.grad(batch_loss(model, b, norms, cfg_truth), last)[0]
+    assert not torch.allclose(g_pred, g_truth)
+
+
+def test_unrolled_training_takes_one_optimiser_step_per_batch_of_trajectories_and_one_forward_per_frame(traj: Path, tmp_path: Path) -> None:
+    onos = {"arch": "ono", "width": 16, "n_layers": 2, "ortho_dim": 4, "n_heads": 2}
+    tr = trainer_for(unroll_run(traj, "truth", onos, batch_size=3), traj, tmp_path / "m")
+    assert len(tr.train_ds) == 6 and len(tr.loader) == 2  # 6 trajectories, batch 3: 2 steps per epoch (pairs: 8)
+    assert tr.scheduler.total_steps == 2 * 2
+    calls = []
+    hook = tr.model.register_forward_hook(lambda m, a, out: calls.append(out.shape))
+    steps = []
+    step_hook = tr.optimizer.register_step_post_hook(lambda opt, a, k: steps.append(1))
+    tr.epoch(0)
+    hook.remove()
+    step_hook.remove()
+    assert len(steps) == 2
+    # 4 frames predicted per optimiser step (each updates ONO's running covariance, as the release's loop does),
+    # then the test rollout: 4 trajectories, 6 frames each, one batch of 3 and one of 1
+    assert len(calls) == 2 * 4 + 2 * 6
+
+
+def test_unrolled_training_needs_a_window_view_and_leaves_the_pair_runs_hash_alone(traj: Path, files: dict, tmp_path: Path) -> None:
+    from opflow.data.errors import ConfigError
+
+    run = resolve_run(tiny_config(unroll="truth"), "toy", "mlp", str(files["grid"]))
+    with pytest.raises(ConfigError, match=r"training.unroll: truth .* but it is a 2-D grid .* needs a window view .* set training.unroll: none"):
+        trainer_for(run, files["grid"], tmp_path / "m")
+    plain = unroll_run(traj, "none")
+    assert "unroll" not in run_identity(plain)["training"]
+    assert run_identity(unroll_run(traj, "truth"))["training"]["unroll"] == "truth"
+    assert run_hash(plain) != run_hash(unroll_run(traj, "truth"))

@@ -24,7 +24,7 @@ from opflow.models.hparams import Hparams
 from opflow.schema import NonNegInt, PosInt
 from opflow.train import build_for_data, forward, load_model, model_inputs, train
 
-from learning_helpers import TEST_ARCH, grid_dataset, tiny_config
+from learning_helpers import TEST_ARCH, grid_dataset, tiny_config, trajectory_dataset
 
 GLOBALS_ARCH = "_test_globals_mlp"
 
@@ -195,26 +195,8 @@ def test_masked_models_ignore_padding(name: str, cfg: dict) -> None:
             torch.testing.assert_close(out[b, :c], alone[0], rtol=1e-4, atol=1e-5)
 
 
-def traj_file(path: Path, n: int = 10, n_test: int = 4, frames: int = 9, s: int = 8) -> Path:
-    """Advected sine waves on a periodic s x s grid: frame k+1 is frame k shifted by one cell."""
-    x = np.arange(s) / s
-    ph = np.arange(n)[:, None, None, None] * 0.7
-    k = np.arange(frames)[None, :, None, None]
-    w = np.sin(2 * np.pi * (x[None, None, :, None] - k / s) + ph) * np.cos(2 * np.pi * x[None, None, None, :])
-    grid = {"role": "coordinate", "units": "1", "grid_type": "periodic"}
-    v = {
-        "t": Variable(("t",), np.arange(frames, dtype=float), {"role": "coordinate", "units": "s"}),
-        "x": Variable(("x",), x, grid),
-        "y": Variable(("y",), x.copy(), grid),
-        "sample_index": Variable(("sample",), np.arange(n)),
-        "split": split_variable(np.array([0] * (n - n_test) + [1] * n_test, np.int8)),
-        "vorticity": Variable(("sample", "t", "x", "y"), w.astype(np.float32), {"role": "output", "units": "1/s", "long_name": "w"}),
-    }
-    return write_dataset(path, v, provenance_attrs("test-advect", {}, 0))
-
-
 def test_window_training_and_rollout_evaluation(tmp_path: Path) -> None:
-    f = traj_file(tmp_path / "w.nc")
+    f = trajectory_dataset(tmp_path / "w.nc")
     view = {"kind": "window", "history": 2, "frames": [1, 8], "train_frames": [3, 6]}
     cfg = config({"arch": TEST_ARCH, "width": 16}, epochs=3, view=view)
     cfg["datasets"]["toy"].update(train=6, test=4)

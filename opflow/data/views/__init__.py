@@ -83,7 +83,7 @@ from typing import Any
 
 from ..view_spec import View, parse_view
 from .auto import infer_view_kind
-from .base import PURPOSES, ViewKind
+from .base import PURPOSES, ViewKind, training_purpose
 from .grid import GridKind
 from .inverse import InverseKind
 from .points import MeshKind, SeriesKind
@@ -103,8 +103,9 @@ def make_dataset(
 
     ``split=None`` reads every sample (a file without a split variable, e.g. a generated source
     used as an extra evaluation set). ``purpose`` (one of :data:`~opflow.data.views.base.PURPOSES`)
-    matters for ``window`` views only: ``"train"`` gives the teacher-forced pairs, ``"rollout"``
-    whole trajectories for autoregressive testing. ``view: auto`` picks the kind from the file
+    matters for ``window`` views only: ``"train"`` gives the teacher-forced pairs, ``"unroll"``
+    whole training trajectories for unrolled training (``training.unroll``; :func:`training_purpose`),
+    ``"rollout"`` whole trajectories for autoregressive testing. ``view: auto`` picks the kind from the file
     (:func:`infer_view_kind`). The kind is recorded on the dataset for :func:`kind_of`.
     """
     spec = parse_view(view)
@@ -138,6 +139,7 @@ __all__ = [
     "infer_view_kind",
     "kind_of",
     "make_dataset",
+    "training_purpose",
     "parse_view",
     "register",
     "registered_kinds",

@@ -25,9 +25,15 @@ if TYPE_CHECKING:
     import numpy as np
     from torch.utils.data import Dataset
 
-#: what :func:`opflow.data.views.make_dataset` may be asked for: training items, or the items a
+#: what :func:`opflow.data.views.make_dataset` may be asked for: training items, whole training
+#: trajectories for unrolled training (``training.unroll``; ``window`` views only), or the items a
 #: model is evaluated on (whole trajectories under a ``window`` view)
-PURPOSES = ("train", "rollout")
+PURPOSES = ("train", "unroll", "rollout")
+
+
+def training_purpose(unroll: str | None) -> str:
+    """The purpose of a training split under ``training.unroll`` (``none`` or unset: ``"train"``)."""
+    return "train" if unroll in (None, "none") else "unroll"
 
 
 class ViewKind(ABC):

@@ -24,7 +24,7 @@ from .base import PURPOSES, ViewKind, plot_predictions, summary_stats
 if TYPE_CHECKING:
     import numpy as np
 
-    from ..trajectory import OneStepDataset, RolloutDataset, WindowDataset
+    from ..trajectory import OneStepDataset, RolloutDataset, UnrollDataset, WindowDataset
 
 
 class WindowKind(ViewKind):
@@ -34,12 +34,15 @@ class WindowKind(ViewKind):
 
     def dataset(
         self, path: str | os.PathLike, split: str | None, task: Any, view: Any, purpose: str = "train"
-    ) -> WindowDataset | RolloutDataset:
-        """Teacher-forced pairs (``purpose="train"``) or whole trajectories (``"rollout"``)."""
-        from ..trajectory import RolloutDataset, WindowDataset
+    ) -> WindowDataset | UnrollDataset | RolloutDataset:
+        """Teacher-forced pairs (``purpose="train"``), whole training trajectories for unrolled
+        training (``"unroll"``) or whole trajectories to roll out (``"rollout"``)."""
+        from ..trajectory import RolloutDataset, UnrollDataset, WindowDataset
 
         if purpose == "rollout":
             return RolloutDataset(path, split, task, view)
+        if purpose == "unroll":
+            return UnrollDataset(path, split, task, view)
         if purpose != "train":
             raise ValueError(f"purpose must be one of {list(PURPOSES)}, got {purpose!r}")
         return WindowDataset(path, split, task, view)

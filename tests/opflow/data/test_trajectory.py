@@ -155,3 +155,23 @@ def test_views_are_checked_and_trajectories_need_one(traj: Path) -> None:
             parse_view(bad)
     with pytest.raises(DatasetError, match=r"task inputs \['x'\] must equal the outputs"):
         WindowDataset(traj, "train", {"inputs": ["x"], "outputs": ["vorticity"]}, {"kind": "window", "history": 2})
+
+
+def test_unroll_items_are_whole_training_trajectories_with_the_pairs_normalisers(traj: Path) -> None:
+    view = {"kind": "window", "history": 3, "frames": [1, 7], "train_frames": [4, 6]}
+    un = make_dataset(traj, "train", None, view, purpose="unroll")
+    pairs = WindowDataset(traj, "train", None, view)
+    assert type(un).__name__ == "UnrollDataset" and kind_of(un).name == "window"
+    # one item per training trajectory, the model's channels those of a pair
+    assert len(un) == 3 and un.rollout_steps == 3 and (un.in_channels, un.out_channels) == (pairs.in_channels, pairs.out_channels) == (3, 1)
+    for s in range(3):
+        item = un[s]
+        assert item["rollout_steps"] == 3 and item["target"].shape == (NX * NY, 3)
+        for c, j in enumerate((1, 2, 3)):  # the first pair's window: frames a - k .. a - 1
+            np.testing.assert_allclose(item["inputs"][:, c].numpy(), frame(s, j), rtol=1e-6)
+        for c, j in enumerate((4, 5, 6)):  # the training frames, step-major; frame 7 is never read
+            np.testing.assert_allclose(item["target"][:, c].numpy(), frame(s, j), rtol=1e-6)
+    a, b = un.fit_normalizers("pointwise", "pointwise"), pairs.fit_normalizers("pointwise", "pointwise")
+    x = torch.randn(2, NX * NY, 3)
+    torch.testing.assert_close(a.inputs.encode(x, un.grid_shape), b.inputs.encode(x, pairs.grid_shape))
+    assert collate([un[0], un[1]])["rollout_steps"] == 3
