@@ -377,3 +377,16 @@ def test_ono_official_feeds_the_release_what_its_elasticity_script_feeds_it():
     assert ono_official.config_points("elasticity", 29) == 972 and ono_official.config_points("darcy", 29) == 841
     assert sum(p.numel() for p in ono_official.opflow_model("elasticity").parameters()) == 1_104_193
     assert ono_official.RELEASE_INPUTS["elasticity"] == (1, 2) and ono_official.RELEASE_COMMANDS["elasticity"]["attn_type"] == "nystrom"
+
+
+def test_ono_official_ns_batches_are_the_script_s_ten_frames_in_and_out():
+    """--release-config ns: ONO2(space_dim 2, fun_dim 10) on the grid, the zero-shot command's network
+    (NS_example2.py's README command has the same arguments); the forward checks take the first target
+    frame, the unrolled-training check all ten (step-major, as opflow's unrolled items)."""
+    coords, a, u = ono_official.config_batch("ns", 8, 3, 0, torch.float64)
+    assert coords.shape == (3, 64, 2) and a.shape == (3, 64, 10) and u.shape == (3, 64, 1)
+    coords2, a2, frames = ono_official.ns_batch(8, 3, 0, torch.float64)
+    assert torch.equal(coords2, coords) and torch.equal(a2, a) and frames.shape == (3, 64, 10) and torch.equal(frames[..., :1], u)
+    assert ono_official.RELEASE_INPUTS["ns"] == (2, 10) and ono_official.RELEASE_COMMANDS["ns"] == ono_official.RELEASE_COMMANDS["zeroshot"]
+    assert ono_official.as_script_calls(torch.nn.Identity(), "ns").__class__ is torch.nn.Identity  # NS_example2.py calls ONO2(pos, fx)
+    assert sum(p.numel() for p in ono_official.opflow_model("ns").parameters()) == 1_112_705  # what the release's ONO2 counts (the benchmark's result)

@@ -130,6 +130,17 @@ def test_derivative_losses_on_a_mesh_are_refused(training: dict, reason: str) ->
     )
 
 
+def test_unrolled_training_off_a_window_view_is_refused_at_load() -> None:
+    """training.unroll trains whole trajectories: a grid dataset is refused before any data is made."""
+    msg = refused(quick(datasets={"darcy": {"training": {"unroll": "truth"}}}), "quick/results/darcy_ono.json")
+    assert msg == (
+        "darcy_ono: models.ono (ono) on datasets.darcy: training.unroll: truth predicts whole trajectories frame by frame, but it is "
+        "a 2-D grid of 43 x 43 points (view grid); unrolled training needs a window view (view: {kind: window, ...}): set "
+        "training.unroll: none for this dataset"
+    )
+    check_config(quick(datasets={"ns_v1e-5": {"training": {"unroll": "prediction"}}}), targets=["quick/results/ns_v1e-5_fno.json"])
+
+
 @pytest.mark.parametrize("dataset, view", [("elasticity_multi", "[[2, 1]]"), ("elasticity", "none")])
 def test_a_hand_set_gnot_input_sets_must_be_the_views(dataset: str, view: str) -> None:
     msg = refused(quick(models={"gnot": {"input_sets": [[2, 3]]}}), f"quick/results/{dataset}_gnot.json")

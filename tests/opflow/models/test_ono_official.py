@@ -319,3 +319,29 @@ def test_point_index_is_refused_where_a_point_has_no_place():
         model(coords, a, mask=torch.ones(2, 7, dtype=torch.bool))
     with pytest.raises(ConfigError, match="query points other than the input points"):
         model(coords, a, query=torch.rand(2, 5, 2))
+
+
+# ---------------------------------------------------------------------------------------------
+# the release's NS2d and time-generalisation commands (NS_example2.py; time_gen.py is not in the release)
+
+
+def test_the_ns_entries_are_the_zeroshot_network_trained_as_the_ns2d_script_trains():
+    """README NS2d command: the zero-shot command's arguments (8 layers, k 16, the linear block, mlp_ratio 1,
+    batch 8, clip 0.1) on 10 input frames -> 1,112,705 parameters; NS_example2.py trains 10 teacher-forced
+    frames per optimiser step with no normaliser (training.unroll: truth). The time-generalisation command
+    differs by k 8 and trains on frames 11-18."""
+    from opflow.config import resolve_run
+
+    cfg = load_config_files([str(ROOT / "config/default.yaml")])
+    run = resolve_run(cfg, "ns_v1e-5", "ono_official_ns")
+    assert run["model_config"] == {"arch": "ono", **RELEASE_ZEROSHOT}
+    t = run["training"]
+    assert {k: t[k] for k in ("unroll", "input_normalizer", "output_normalizer", "batch_size", "grad_clip", "loss", "loss_reduction", "lr", "weight_decay", "epochs", "scheduler", "optimizer")} == {
+        "unroll": "truth", "input_normalizer": "none", "output_normalizer": "none", "batch_size": 8, "grad_clip": 0.1, "loss": "rel_l2",
+        "loss_reduction": "sum", "lr": 1e-3, "weight_decay": 1e-5, "epochs": 500, "scheduler": "onecycle", "optimizer": "adamw",
+    }
+    assert count_parameters(build_model(run["model_config"], 10, 1, 2)) == 1_112_705
+    tgen = resolve_run(cfg, "ns_v1e-5_tgen", "ono_official_tgen")
+    assert tgen["model_config"] == {"arch": "ono", **RELEASE_ZEROSHOT, "ortho_dim": 8}
+    assert tgen["training"] == {**t, "unroll": "truth"} and tgen["view"]["train_frames"] == [11, 18]
+    assert {"results/ns_v1e-5_ono_official_ns.json", "results/ns_v1e-5_tgen_ono_official_tgen.json"} <= set(cfg["targets"])
