@@ -141,6 +141,10 @@ FAMILIES: dict[str, Family] = {
         "elasticity_cloud2d", "cloud", 2, 0, 1, (972, 1944, 3888), (64, 128),
         note="a cloud of s points in the unit square -> the von Mises stress there, no input function (the Geo-FNO elasticity set's 972 Gauss points: elasticity972)",
     ),
+    "ns2d": Family(
+        "ns2d", "grid", 2, 10, 1, (64, 128, 256), (8, 16),
+        note="the 10 latest vorticity frames -> the next on an s x s periodic grid (NS2d, nu 1e-5, at 64: ONO Table 1); one frame per step, as the pairs train (an unrolled step, training.unroll, makes 10 of them)",
+    ),
     "lorenz63": Family(
         "lorenz63", "series", 1, 1, 2, (201, 401, 801), (11, 21), global_channels=2, t_final=2.0,
         note="task A {x(t), y(0), z(0)} -> {y(t), z(t)} on [0, 2] with s points (dt 0.01, 0.005, 0.0025)",
@@ -160,6 +164,8 @@ def family_of(config: Mapping[str, Any], dataset: str) -> str | None:
         return {"inverse": "darcy_inverse2d", "auto": plain, "grid": plain}.get(view)
     if solver == "burgers" and view in ("auto", "grid"):
         return "burgers1d"
+    if solver == "navier_stokes" and view == "window" and int((ds.get("view") or {}).get("history", 0)) == 10:
+        return "ns2d"
     if solver == "lorenz63" and view == "series":
         return "lorenz63"
     if solver == "elasticity" and view == "mesh" and not (ds.get("view") or {}).get("input_sets") and not (ds.get("task") or {}).get("inputs"):

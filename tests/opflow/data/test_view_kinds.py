@@ -162,7 +162,7 @@ def test_unknown_kinds_name_the_registered_ones(grid_file: Path) -> None:
 
 
 def test_purpose_is_checked_where_it_matters(tmp_path: Path) -> None:
-    with pytest.raises(ValueError, match=r"purpose must be one of \['train', 'rollout'\], got 'test'"):
+    with pytest.raises(ValueError, match=r"purpose must be one of \['train', 'unroll', 'rollout'\], got 'test'"):
         get_kind("window").dataset(tmp_path / "never-read.nc", "test", None, parse_view("window"), "test")
 
 
