@@ -20,6 +20,12 @@ also holds ``linear-attention-transformer==0.19.1`` (the release's requirements)
 imports (``local-attention``, ``linformer``, ``product-key-memory``, ``axial-positional-embedding``;
 versions of 2023). Only its Nystrom component timing (4.) is left out.
 
+``--release-config elasticity``: ``ela_example.py`` (Nystrom, k 8, the point's place in its list as the
+"space" input; ``models.ono_official_elasticity``) on 972 random points per sample. ``--release-config
+ns``: ``NS_example2.py`` (the zero-shot network reading 10 frames; ``models.ono_official_ns``), and
+besides the equivalence its training loop, restated (:func:`unrolled_training`: 10 teacher-forced
+frames per optimiser step), against the trainer's ``training.unroll: truth``.
+
 1. Equivalence: the release's ``ONO2`` (README Darcy command) and opflow's ``ono`` with
    :data:`opflow.models.ono.RELEASE_DARCY`, weights copied one to one (:func:`release_to_opflow`),
    in float64 on a few random Darcy-like batches, on ``--device``: output difference in training

@@ -40,6 +40,7 @@ import torch
 from torch import Tensor, nn
 
 from opflow.data.torch_data import Normalizers, output_mask
+from opflow.data.trajectory import slide
 from opflow.inference import forward
 from opflow.metrics import training_loss
 from opflow.optim import adam_step_on_device, graph_step_supported
@@ -74,12 +75,13 @@ def batch_loss(model: nn.Module, batch: Mapping[str, Any], norms: Normalizers, c
 
 
 def _step_loss(
-    model: nn.Module, batch: Mapping[str, Any], norms: Normalizers, cfg: Any, target: Tensor, *, autocast: bool = False
-) -> tuple[Tensor, Tensor]:
-    """The loss of one forward pass on ``batch`` against ``target`` (physical units), and the decoded prediction."""
+    model: nn.Module, batch: Mapping[str, Any], norms: Normalizers, cfg: Any, target: Tensor, *, autocast: bool = False, want_pred: bool = False
+) -> tuple[Tensor, Tensor | None]:
+    """The loss of one forward pass on ``batch`` against ``target`` (physical units), and the decoded
+    prediction where the loss decoded it or ``want_pred`` asks for it (else None)."""
     gs = batch.get("grid_shape")
     out = forward(model, batch, norms, autocast=autocast)
-    decoded = norms.outputs.decode(out, gs)
+    decoded = norms.outputs.decode(out, gs) if cfg.loss_space == "physical" or want_pred else None
     if cfg.loss_space == "physical":
         pred, tgt = decoded, target
     else:
@@ -99,14 +101,14 @@ def _unrolled_loss(model: nn.Module, batch: Mapping[str, Any], norms: Normalizer
     if target.shape[-1] % steps:
         raise ValueError(f"the target's {target.shape[-1]} channels are not {steps} frames of equal width")
     width = target.shape[-1] // steps
+    own = cfg.unroll == "prediction"
     window = batch["inputs"]
     total: Tensor | None = None
     for p in range(steps):
         frame = target[..., p * width : (p + 1) * width]
-        loss, pred = _step_loss(model, {**batch, "inputs": window}, norms, cfg, frame, autocast=autocast)
+        loss, pred = _step_loss(model, {**batch, "inputs": window}, norms, cfg, frame, autocast=autocast, want_pred=own)
         total = loss if total is None else total + loss
-        newest = frame if cfg.unroll == "truth" else pred.to(window.dtype)
-        window = torch.cat([window[..., width:], newest], -1)
+        window = slide(window, pred if own else frame)  # type: ignore[arg-type]  # pred is set when own
     assert total is not None
     return total
 

@@ -282,6 +282,11 @@ class OneStepDataset(ArrayDataset):
         return {**super().info(), "view": self.view.to_dict()}
 
 
+def slide(window: torch.Tensor, frame: torch.Tensor) -> torch.Tensor:
+    """The next input window: ``window`` ``(..., k F)`` without its oldest frame, ``frame`` ``(..., F)`` as its newest."""
+    return torch.cat([window[..., frame.shape[-1] :], frame.to(window.dtype)], -1)
+
+
 def rollout(step: Callable[[dict[str, Any]], torch.Tensor], batch: Mapping[str, Any], steps: int, n_fields: int) -> torch.Tensor:
     """Autoregressive prediction: ``steps`` frames from the ``(B, N, k F)`` window in ``batch["inputs"]``.
 
@@ -296,5 +301,5 @@ def rollout(step: Callable[[dict[str, Any]], torch.Tensor], batch: Mapping[str, 
         if y.shape[-1] != n_fields:
             raise ValueError(f"a rollout step must return {n_fields} channel(s), got {y.shape[-1]}")
         preds.append(y)
-        window = torch.cat([window[..., n_fields:], y.to(window.dtype)], -1)
+        window = slide(window, y)
     return torch.cat(preds, -1)
