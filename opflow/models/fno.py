@@ -14,15 +14,24 @@ On a regular grid, with ``a`` the input features and ``x`` the point coordinates
 (GELU, as in the released code; the paper and the Galerkin paper's Table 5 say ReLU: ``act``).
 The coordinates enter the lifting as extra channels, as in the released code (``[a(x), x]``).
 
+``norm: batch`` puts a batch normalisation after each layer's sum, ``v_{l+1} = sigma(BN_l(W_l v_l + K_l
+v_l))`` (no sigma after the last), as the FNO code's Navier-Stokes script ``fourier_2d_time.py`` (the
+paper's NS2d runs) has it: BatchNorm with its learned scale and shift, batch statistics in training and
+the running statistics (momentum 0.1) in evaluation, as PyTorch's BatchNorm does. That script never
+switches to evaluation mode, so its test errors were computed with the statistics of each test batch
+of 20 (docs/protocol-choices.md).
+
 ``padding``: for non-periodic problems the released code appends zeros to the end of every grid
 axis after the lifting (9 points for Darcy) and crops them before the projection, so that the
 periodic FFT does not wrap the boundary values onto each other; ``padding: 0`` (the default)
 treats the grid as periodic.
 
 Parameters (real and imaginary parts counted separately, as in the published counts):
-``(c_in + d) w + w`` (lifting) ``+ L (2^(d-1) 2 w^2 prod(modes) + w^2 + w)`` ``+ w p + p + p c_out + c_out``;
-2,368,001 for the Darcy network (d = 2, 12 modes, w = 32, L = 4, p = 128, c_in = 1) and 549,569 for
-the Burgers FNO1d (16 modes, w = 64), the numbers of the Galerkin Transformer paper's Table 5.
+``(c_in + d) w + w`` (lifting) ``+ L (2^(d-1) 2 w^2 prod(modes) + w^2 + w)`` ``+ w p + p + p c_out + c_out``,
+and ``2 w L`` more with ``norm: batch``; 2,368,001 for the Darcy network (d = 2, 12 modes, w = 32, L = 4,
+p = 128, c_in = 1) and 549,569 for the Burgers FNO1d (16 modes, w = 64), the numbers of the Galerkin
+Transformer paper's Table 5; 926,517 for the NS2d script's network (12 modes, w = 20, c_in = 10 frames,
+ReLU, BatchNorm).
 
 Data layout (the model contract of :mod:`opflow.models.base`): points are a row-major grid of
 shape ``grid_shape`` (required in 2D and 3D; a 1D model takes the ``N`` points of a series as its
@@ -58,16 +67,22 @@ def as_modes(modes: int | Sequence[int], ndim: int) -> tuple[int, ...]:
     return out
 
 
-class FourierLayer(nn.Module):
-    """``v -> K v + W v`` on ``(B, width, *grid)`` (activation applied by the caller)."""
+#: ``norm: batch``: the batch normalisation of a grid of 1, 2 or 3 dimensions
+BATCH_NORMS: dict[int, type[nn.Module]] = {1: nn.BatchNorm1d, 2: nn.BatchNorm2d, 3: nn.BatchNorm3d}
 
-    def __init__(self, width: int, modes: Sequence[int]) -> None:
+
+class FourierLayer(nn.Module):
+    """``v -> K v + W v`` on ``(B, width, *grid)``, then ``BN`` where ``norm`` is ``batch`` (activation
+    applied by the caller)."""
+
+    def __init__(self, width: int, modes: Sequence[int], norm: str = "none") -> None:
         super().__init__()
         self.spectral = SpectralConv(width, width, modes)
         self.pointwise = nn.Conv1d(width, width, 1)
+        self.norm = BATCH_NORMS[len(modes)](width) if norm == "batch" else nn.Identity()
 
     def forward(self, v: Tensor) -> Tensor:
-        return self.spectral(v) + self.pointwise(v.flatten(2)).view_as(v)
+        return self.norm(self.spectral(v) + self.pointwise(v.flatten(2)).view_as(v))
 
 
 @register("fno")
@@ -89,6 +104,7 @@ class FNO(OperatorModel):
         proj_width: int,
         act: str,
         padding: int,
+        norm: str = "none",
     ) -> None:
         super().__init__(in_channels, out_channels, coord_dim)
         if not 1 <= coord_dim <= 3:
@@ -96,7 +112,7 @@ class FNO(OperatorModel):
         self.modes = as_modes(modes, coord_dim)
         self.width, self.padding = width, padding
         self.lift = nn.Linear(in_channels + coord_dim, width)
-        self.layers = nn.ModuleList(FourierLayer(width, self.modes) for _ in range(n_layers))
+        self.layers = nn.ModuleList(FourierLayer(width, self.modes, norm) for _ in range(n_layers))
         self.act = activation(act)
         self.proj = nn.Sequential(nn.Linear(width, proj_width), activation(act), nn.Linear(proj_width, out_channels))
 

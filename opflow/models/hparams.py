@@ -65,6 +65,8 @@ GtNorm = Literal["head", "qk", "kv", "regular"]
 #: GNOT: the query coordinates of the query embedding and the gate, raw or standardised with the
 #: training split's statistics (the release's ``--normalize_x unit``)
 GnotCoordNorm = Literal["none", "unit_gaussian"]
+#: FNO: a normalisation after each Fourier layer's sum (``batch``: BatchNorm, as the FNO code's NS2d script)
+FnoNorm = Literal["none", "batch"]
 
 
 class Hparams(StrictModel):
@@ -203,6 +205,9 @@ class FnoHparams(Hparams):
     proj_width: PosInt = 128
     act: Activation = "gelu"
     padding: NonNegInt = 0
+    #: ``batch``: a BatchNorm after each Fourier layer's sum, before its activation (the FNO code's NS2d
+    #: script ``fourier_2d_time.py``); ``none``: the Darcy and Burgers networks
+    norm: FnoNorm = "none"
 
     def misfits(self, data: DataShape) -> list[str]:
         """``modes``: one per grid axis, at most the Fourier modes of the training grid (padding included)."""

@@ -183,6 +183,49 @@ def test_parameter_counts_equal_the_published_ones():
     assert count_parameters(build_model({"arch": "fno", "modes": [12, 12], "padding": 9, "act": "relu"}, 1, 1, 2)) == 2_368_001
 
 
+def test_the_ns2d_script_network_has_its_count_and_a_batch_norm_after_each_layer_sum():
+    """``norm: batch`` (the FNO code's fourier_2d_time.py): 10 frames + (x, y) lifted to width 20, 12 modes,
+    BatchNorm after each layer's sum, ReLU: 926,517 parameters, the docstring's count plus 2 w L; with 8 modes
+    414,517. Checkpoints of the networks without it keep their keys (the norm is an Identity there)."""
+    ns = {"arch": "fno", "modes": 12, "width": 20, "n_layers": 4, "proj_width": 128, "act": "relu", "norm": "batch"}
+    assert count_parameters(build_model(ns, 10, 1, 2)) == 926_517
+    assert count_parameters(build_model({**ns, "norm": "none"}, 10, 1, 2)) == 926_517 - 2 * 20 * 4
+    assert count_parameters(build_model({**ns, "modes": 8}, 10, 1, 2)) == 414_517
+    assert list(build_model({"arch": "fno"}, 1, 1, 2).state_dict()) == list(build_model({"arch": "fno", "norm": "none"}, 1, 1, 2).state_dict())
+    for d, bn in ((1, torch.nn.BatchNorm1d), (2, torch.nn.BatchNorm2d), (3, torch.nn.BatchNorm3d)):
+        m = build_model({"arch": "fno", "modes": 2, "width": 4, "n_layers": 2, "proj_width": 4, "norm": "batch"}, 1, 1, d)
+        assert all(type(layer.norm) is bn for layer in m.layers)
+    with pytest.raises(ConfigError, match="norm"):
+        build_model({"arch": "fno", "norm": "layer"}, 1, 1, 2)
+
+
+def test_the_batch_norm_acts_on_each_layers_sum_before_the_activation_with_batch_statistics_in_training():
+    """v_{l+1} = relu(BN_l(W_l v_l + K_l v_l)), restated from the layers' own parts: in training each channel of
+    the sum is standardised over the batch and the grid (then scaled and shifted); in evaluation the running
+    statistics serve, so one sample's output no longer depends on the others in its batch."""
+    torch.manual_seed(0)
+    m = build_model({"arch": "fno", "modes": 3, "width": 6, "n_layers": 2, "proj_width": 8, "act": "relu", "norm": "batch"}, 2, 1, 2)
+    for layer in m.layers:  # a scale and shift that are not the identity
+        torch.nn.init.uniform_(layer.norm.weight, 0.5, 1.5)
+        torch.nn.init.uniform_(layer.norm.bias, -0.5, 0.5)
+    c, a = grid_batch(8, batch=3)
+    a = torch.cat([a * torch.tensor([1.0, 2.0, -0.5])[:, None, None], torch.randn(3, 64, 1)], -1)
+    m.train()
+    v = m.lift(torch.cat([a, c], -1)).transpose(1, 2).reshape(3, 6, 8, 8)
+    for i, layer in enumerate(m.layers):
+        s = layer.spectral(v) + layer.pointwise(v.flatten(2)).view_as(v)
+        mean, var = s.mean((0, 2, 3), keepdim=True), s.var((0, 2, 3), unbiased=False, keepdim=True)
+        v = (s - mean) / torch.sqrt(var + 1e-5) * layer.norm.weight[:, None, None] + layer.norm.bias[:, None, None]
+        v = torch.relu(v) if i == 0 else v
+    by_hand = m.proj(v.flatten(2).transpose(1, 2))
+    out = m(c, a, grid_shape=(8, 8))  # a second forward in training: the same batch statistics
+    torch.testing.assert_close(out, by_hand, rtol=1e-5, atol=1e-6)
+    assert not torch.allclose(m(c[:1], a[:1], grid_shape=(8, 8)), out[:1], atol=1e-4)  # training: the batch matters
+    m.eval()
+    with torch.no_grad():
+        torch.testing.assert_close(m(c[:1], a[:1], grid_shape=(8, 8)), m(c, a, grid_shape=(8, 8))[:1], rtol=1e-5, atol=1e-6)
+
+
 def grid_batch(n: int, batch: int = 1) -> tuple[torch.Tensor, torch.Tensor]:
     """A smooth periodic field on the periodic n x n grid of points (i/n, j/n), row-major."""
     t = torch.arange(n) / n
