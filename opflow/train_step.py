@@ -219,12 +219,22 @@ class TrainStep:
     def _eager(self, b: Mapping[str, Any]) -> Tensor:
         if self._compile_unproven:
             self._compile_unproven = False
+            # what a failed try may have written before it failed (a graph break runs the part before it: BatchNorm's
+            # running statistics, ONO's covariance, the dropout's random numbers), put back before the plain step
+            buffers = [(t, t.detach().clone()) for t in self.model.buffers()]
+            rng = torch.get_rng_state(), (torch.cuda.get_rng_state() if b["inputs"].is_cuda else None)
             try:  # torch.compile builds the forward at the first call and the backward at the first backward
                 loss = self._loss_and_grads(b)
             except Exception as e:  # noqa: BLE001 - a failure to compile: the plain step, said once (a real error raises again there)
                 first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
                 self.note(logging.WARNING, f"training.compile: the step could not be compiled ({type(e).__name__}: {first}); the plain step runs")
                 self.loss_fn = self._plain_loss_fn
+                with torch.no_grad():
+                    for t, saved in buffers:
+                        t.copy_(saved)
+                torch.set_rng_state(rng[0])
+                if rng[1] is not None:
+                    torch.cuda.set_rng_state(rng[1])
                 loss = self._loss_and_grads(b)  # zero_grad first: nothing of the failed try is kept
         else:
             loss = self._loss_and_grads(b)

@@ -42,7 +42,10 @@ leaves its fast small-radix algorithm. One layer's forward and backward (32 chan
 benchmarks/results/spectral_cpu.json), FFT against products: 101 / 133 / 825 ms against 11 / 21 / 82 ms at 141 / 211
 / 421 (batch 4); 70 against 24 ms at 85 (batch 20); 448 against 71 ms at 416. On grids of 2s the products were
 faster too in that run (64: 7.3 against 5.6 ms, 128: 1.6x, 256: 2.3x), but ``"auto"`` keeps the FFT there, the
-reference, since no CPU training of a paper row runs on them; on CUDA it keeps the FFT everywhere.
+reference, since no CPU training of a paper row runs on them; on CUDA it keeps the FFT everywhere. Inside
+``torch.compile`` (``training.compile``) ``"auto"`` takes the products everywhere: inductor cannot lower the FFT
+path's complex mode product (its ``view_as_real`` of a strided complex tensor fails), so every FNO on a grid of small
+primes fell back to the plain step; the products are real arithmetic, which it compiles.
 """
 
 from __future__ import annotations
@@ -97,6 +100,8 @@ class SpectralConv(nn.Module):
         """Whether :meth:`forward` computes the retained modes as matrix products (module docstring)."""
         if self.transform != "auto":
             return self.transform == "dft"
+        if torch.compiler.is_compiling():
+            return True
         return x.device.type == "cpu" and any(largest_prime_factor(n) > FFT_FAST_PRIME for n in x.shape[2:])
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
