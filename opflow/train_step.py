@@ -221,20 +221,14 @@ class TrainStep:
             self._compile_unproven = False
             # what a failed try may have written before it failed (a graph break runs the part before it: BatchNorm's
             # running statistics, ONO's covariance, the dropout's random numbers), put back before the plain step
-            buffers = [(t, t.detach().clone()) for t in self.model.buffers()]
-            rng = torch.get_rng_state(), (torch.cuda.get_rng_state() if b["inputs"].is_cuda else None)
+            snap = self._snapshot(cuda=b["inputs"].is_cuda)
             try:  # torch.compile builds the forward at the first call and the backward at the first backward
                 loss = self._loss_and_grads(b)
             except Exception as e:  # noqa: BLE001 - a failure to compile: the plain step, said once (a real error raises again there)
                 first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
                 self.note(logging.WARNING, f"training.compile: the step could not be compiled ({type(e).__name__}: {first}); the plain step runs")
                 self.loss_fn = self._plain_loss_fn
-                with torch.no_grad():
-                    for t, saved in buffers:
-                        t.copy_(saved)
-                torch.set_rng_state(rng[0])
-                if rng[1] is not None:
-                    torch.cuda.set_rng_state(rng[1])
+                self._restore(snap, [])
                 loss = self._loss_and_grads(b)  # zero_grad first: nothing of the failed try is kept
         else:
             loss = self._loss_and_grads(b)
@@ -263,11 +257,11 @@ class TrainStep:
 
     # ------------------------------------------------------------------ CUDA graph
 
-    def _snapshot(self) -> tuple[list[tuple[Tensor, Tensor]], list[tuple[Tensor, Tensor | None]], Any]:
-        """Copies of every parameter, buffer and optimizer state tensor, and the RNG states."""
+    def _snapshot(self, cuda: bool = True) -> tuple[list[tuple[Tensor, Tensor]], list[tuple[Tensor, Tensor | None]], Any]:
+        """Copies of every parameter, buffer and optimizer state tensor, and the RNG states (CUDA's where ``cuda``)."""
         tensors = [(t, t.detach().clone()) for t in [*self.model.parameters(), *self.model.buffers()]]
         opt = [(t, t.detach().clone()) for st in self.optimizer.state.values() for t in st.values() if isinstance(t, Tensor)]
-        rng = (torch.get_rng_state(), torch.cuda.get_rng_state())
+        rng = (torch.get_rng_state(), torch.cuda.get_rng_state() if cuda else None)
         return tensors, opt, rng
 
     def _restore(self, snap: Any, fresh_states: list[dict[str, Any]]) -> None:
@@ -280,7 +274,8 @@ class TrainStep:
                     if isinstance(t, Tensor):
                         t.zero_()
         torch.set_rng_state(rng[0])
-        torch.cuda.set_rng_state(rng[1])
+        if rng[1] is not None:
+            torch.cuda.set_rng_state(rng[1])
 
     def _make_capturable(self, dev: torch.device) -> None:
         """The step counts on the device (what a captured step increments, and what
