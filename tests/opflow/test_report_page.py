@@ -10,6 +10,7 @@ chromium is installed, the page in a real browser fits 1400 px without sideways 
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 import shutil
@@ -48,6 +49,16 @@ def page(site: Path) -> Page:
     return Page((site / "index.html").read_text())
 
 
+@functools.cache
+def _paper_config() -> dict:
+    return load_config_files([str(DEFAULT_PAPER_CONFIG)])
+
+
+@functools.cache
+def _protocol_costs() -> tuple[dict, ...]:
+    return tuple(json.loads(f.read_text()) for f in sorted((REPO / "benchmarks/results").glob("protocol_cost*.json")))
+
+
 def expected_status(key: str, dataset: str, model: str) -> str:
     """The status of one published number, read from the records alone (not through opflow.report_status)."""
     record = PUBLISHED / f"{dataset}_{model}" / "record.json"
@@ -60,13 +71,12 @@ def expected_status(key: str, dataset: str, model: str) -> str:
         return "diverged"
     if (PUBLISHED / f"{dataset}_{model}" / "curves.json").is_file():  # curves, no record: a run in progress
         return "unfinished"
-    config = load_config_files([str(DEFAULT_PAPER_CONFIG)])
+    config = _paper_config()
     if dataset not in config["datasets"]:
         return "no-data"
     if model not in config["models"]:
         return "no-model"
-    for f in sorted((REPO / "benchmarks/results").glob("protocol_cost*.json")):
-        data = json.loads(f.read_text())
+    for data in _protocol_costs():
         for p in data["protocols"]:
             if (p["dataset"], p["model"]) == (dataset, model):
                 if "ConfigError" in (p.get("not_measured") or ""):
