@@ -29,6 +29,8 @@ block                       from
 ``run-progress``            in ``published/<pair>/README.md`` of a run still training: where it stands, from the
                             ``curves.json`` and ``train.log`` beside the page (``scripts/cpu_training.sh
                             snapshot`` copies them from ``models/<pair>/``)
+``runs-in-progress``        every such page, one row each (the README's and docs/reproductions.md's list of
+                            the runs not finished)
 ==========================  ===============================================================================
 
 ``tests/opflow/test_doc_tables.py`` checks that the committed pages equal what this writes, so a
@@ -164,14 +166,15 @@ PROGRESS_BLOCK = "run-progress"
 _EPOCH_LINE = re.compile(r"^(?P<when>\S+) INFO \S+ epoch (?P<epoch>\d+)/(?P<total>\d+)\s", re.M)
 
 
-def run_progress(repo: Path, page: Path) -> str:
-    """Where a training that has not finished stands: epochs done, test error, epoch time and the time left.
+_START_LINE = re.compile(r" rel_l2 on (?P<device>[a-z]+) x (?P<n>\d+)")
 
-    Read from ``curves.json`` (the trainer's per-epoch rows) and ``train.log`` (its total of epochs and the
-    time of the last epoch) in the folder of ``page``, a ``published/<pair>/README.md``. The epoch time is the
-    median wall time of every epoch but the first (which holds the warm-up), as the epochs ran: those that
-    shared the cores or were paused for a timing count with their pauses.
-    """
+
+def _progress(repo: Path, page: Path) -> dict:
+    """The facts of a training that has not finished, read from ``curves.json`` (the trainer's per-epoch rows) and
+    ``train.log`` (its total of epochs, the time of the last epoch, the device of its last start) in the folder of
+    ``page``, a ``published/<pair>/README.md``. The epoch time is the median wall time of the last
+    :data:`~opflow.progress.PACE_WINDOW` epochs but the first (which holds the warm-up), as the epochs ran: those that
+    shared the cores or were paused for a timing count with their pauses."""
     import statistics
 
     from opflow.progress import PACE_WINDOW, epoch_times
@@ -185,23 +188,57 @@ def run_progress(repo: Path, page: Path) -> str:
     lines = list(_EPOCH_LINE.finditer(log))
     if not curves or not lines:
         raise DocsError(f"{page.relative_to(repo)}: no finished epoch in curves.json and train.log beside it; nothing to show yet")
-    last, done, total, when = curves[-1], int(curves[-1]["epoch"]), int(lines[-1]["total"]), lines[-1]["when"]
     every = epoch_times(curves) or [float(curves[0]["epoch_time_s"])]
     times = every[-PACE_WINDOW:]  # the pace now (as the trainer's epoch line): settings and machines change over a long run
-    median = statistics.median(times)
     tested = [c for c in curves if c.get("test_rel_l2") is not None]
-    rows = [("epochs done", f"{done} of {total}, the last one finished {when} (`train.log`, `curves.csv`, `curves.json`, `curves.png`)")]
-    if tested:
-        best = min(tested, key=lambda c: c["test_rel_l2"])
-        rows.append(("test rel L2", f"{tested[-1]['test_rel_l2']:.4g} after epoch {tested[-1]['epoch']} (learning rate {last['lr']:.3g}); the lowest so far "
+    starts = list(_START_LINE.finditer(log))
+    done, total = int(curves[-1]["epoch"]), int(lines[-1]["total"])
+    return {"pair": folder.name, "done": done, "total": total, "when": lines[-1]["when"], "lr": curves[-1]["lr"],
+            "last_test": tested[-1] if tested else None, "best_test": min(tested, key=lambda c: c["test_rel_l2"]) if tested else None,
+            "median_s": statistics.median(times), "fastest_s": min(times), "paced": len(times), "window": PACE_WINDOW,
+            "device": starts[-1]["device"] if starts else None}
+
+
+def run_progress(repo: Path, page: Path) -> str:
+    """Where a training that has not finished stands (:func:`_progress`): epochs done, test error, epoch time and the
+    time left, as the table of its own page."""
+    f = _progress(repo, page)
+    done, total = f["done"], f["total"]
+    rows = [("epochs done", f"{done} of {total}, the last one finished {f['when']} (`train.log`, `curves.csv`, `curves.json`, `curves.png`)")]
+    if f["last_test"]:
+        last, best = f["last_test"], f["best_test"]
+        rows.append(("test rel L2", f"{last['test_rel_l2']:.4g} after epoch {last['epoch']} (learning rate {f['lr']:.3g}); the lowest so far "
                                     f"{best['test_rel_l2']:.4g} (epoch {best['epoch']})"))
-    first = max(2, done - len(times) + 1)
+    first = max(2, done - f["paced"] + 1)
     span = f"epochs {first}-{done}" if done > first else ("epoch 2" if done == 2 else "epoch 1, with the warm-up")
-    rows.append(("epoch time", f"median {median:.0f} s over {span} (the last {PACE_WINDOW} at most), the fastest {min(times):.1f} s (wall "
+    rows.append(("epoch time", f"median {f['median_s']:.0f} s over {span} (the last {f['window']} at most), the fastest {f['fastest_s']:.1f} s (wall "
                                "time, as the epochs ran: one that shared the machine with other work or was paused counts with that)"))
     left = total - done
-    rows.append(("left", f"{left} epochs: about {left * median / 3600:.1f} h at that median, {left * min(times) / 3600:.1f} h at the fastest epoch's pace"))
+    rows.append(("left", f"{left} epochs: about {left * f['median_s'] / 3600:.1f} h at that median, {left * f['fastest_s'] / 3600:.1f} h at the fastest epoch's pace"))
     return "\n".join(["| | |", "| --- | --- |", *(f"| {k} | {v} |" for k, v in rows)])
+
+
+def runs_in_progress(repo: Path = REPO) -> str:
+    """Every paper run that has not finished, one row each: the ``published/<pair>/README.md`` pages that hold a
+    :data:`PROGRESS_BLOCK`, with the facts of that block (:func:`_progress`), so that the pages that name the runs
+    (README.md, docs/reproductions.md) never say more, or older, than the runs' own files."""
+    rows = []
+    for page in sorted(repo.glob("published/*/README.md")):
+        if f"<!-- generated: {PROGRESS_BLOCK} -->" not in page.read_text():
+            continue
+        f = _progress(repo, page)
+        test = "-"
+        if f["last_test"]:
+            last, best = f["last_test"], f["best_test"]
+            test = f"{last['test_rel_l2']:.3g} (epoch {last['epoch']})" + ("" if best is last else f"; lowest {best['test_rel_l2']:.3g} (epoch {best['epoch']})")
+        left = (f["total"] - f["done"]) * f["median_s"] / 3600
+        on = {"cpu": "CPU", "cuda": "GPU (CUDA)", "mps": "GPU (MPS)"}.get(f["device"], f["device"] or "-")
+        rows.append(f"| `{f['pair']}` | {on} | {f['done']} of {f['total']} | {f['when'][:10]} | {test} | "
+                    f"{left:.1f} h at {f['median_s']:.0f} s per epoch | `published/{f['pair']}/` |")
+    if not rows:
+        return "No paper run is in progress."
+    return "\n".join(["| run | trains on | epochs done | last epoch | test rel L2 (last test pass) | left, at the median of the last epochs | where it stands |",
+                      "| --- | --- | ---: | --- | --- | ---: | --- |", *rows])
 
 
 def progress_page(pair: str, trained_by: str) -> str:
@@ -224,6 +261,7 @@ BLOCKS: dict[str, Callable[[Path], str]] = {
     "model-cost-cpu": lambda repo: _bench(repo, "models", "markdown_table", "models_cpu.json"),
     "model-cost-gpu": lambda repo: _bench(repo, "models", "markdown_table", "models_cuda.json"),
     "train-step-gpu": lambda repo: train_step_gpu(repo),
+    "runs-in-progress": runs_in_progress,
 }
 
 

@@ -33,7 +33,8 @@
 #   scripts/cpu_training.sh snapshot where it stands, for the repository: train.log and curves.csv/json of
 #                                    models/<pair>/ into published/<pair>/ with curves.png, and `opflow docs`, which
 #                                    rewrites the '<!-- generated: run-progress -->' block of published/<pair>/README.md
-#                                    (a page with that block is written for a pair that has none)
+#                                    (a page with that block is written for a pair that has none) and the table of the
+#                                    runs not finished in README.md and docs/reproductions.md ('runs-in-progress')
 #                                    (the checkpoint stays in models/: `keep` puts it in git's history); once
 #                                    results/<pair>.json exists, `opflow publish` instead: the record. Then commit
 #                                    published/<pair>/

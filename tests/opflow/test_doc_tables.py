@@ -103,6 +103,34 @@ def test_a_run_in_progress_shows_where_it_stands_from_the_files_beside_its_page(
         stale(tmp_path)
 
 
+def test_the_runs_not_finished_are_listed_from_their_own_pages(tmp_path: Path) -> None:
+    """README.md and docs/reproductions.md name the runs still training through one block, one row per
+    published/<pair>/README.md that holds a run-progress block, with that block's facts: no hand-written epoch count
+    to go stale between sessions. A finished run (a page without the block) is not listed."""
+    import json
+
+    from opflow.doc_tables import runs_in_progress
+
+    assert runs_in_progress(tmp_path) == "No paper run is in progress."
+    for pair, device, tests in (("a_run", "cpu", [0.5, None, 0.3, None]), ("b_run", "cuda", [0.4, 0.2, 0.25, None])):
+        folder = tmp_path / "published" / pair
+        folder.mkdir(parents=True)
+        curves = [{"epoch": i + 1, "train_loss": 1.0, "test_rel_l2": t, "lr": 1e-3, "epoch_time_s": [300.0, 100.0, 120.0, 110.0][i]}
+                  for i, t in enumerate(tests)]
+        (folder / "curves.json").write_text(json.dumps(curves))
+        (folder / "train.log").write_text(
+            f"2026-11-26T18:42:27+00:00 INFO {pair}: 10 parameters, 8 train / 2 test samples, rel_l2 on {device} x 1, epochs 1..100 of 100\n"
+            + "".join(f"2026-11-2{6 + i}T19:00:00+00:00 INFO {pair} epoch {i + 1}/100  train rel_l2 1  lr 1  1s\n" for i in range(4)))
+        (folder / "README.md").write_text("not finished\n<!-- generated: run-progress -->\n<!-- /generated -->\n")
+    (tmp_path / "published" / "done_run").mkdir()
+    (tmp_path / "published" / "done_run" / "README.md").write_text("# a record\n")
+    rows = runs_in_progress(tmp_path).splitlines()
+    assert len(rows) == 4  # header, rule, the two unfinished runs
+    # the last test pass (epoch 3), not the last epoch (4, no test); 96 epochs left at the median 110 s of epochs 2-4
+    assert rows[2] == "| `a_run` | CPU | 4 of 100 | 2026-11-29 | 0.3 (epoch 3) | 2.9 h at 110 s per epoch | `published/a_run/` |"
+    assert rows[3] == "| `b_run` | GPU (CUDA) | 4 of 100 | 2026-11-29 | 0.25 (epoch 3); lowest 0.2 (epoch 2) | 2.9 h at 110 s per epoch | `published/b_run/` |"
+
+
 def test_the_gpu_step_table_holds_only_the_step_measurements_made_on_a_gpu(tmp_path):
     """A CPU's step measurement (no kernel time: its record is docs/costs.md's) stays out of the wall / kernel table."""
     from opflow.doc_tables import train_step_gpu
