@@ -93,7 +93,7 @@ class SiteLimits(StrictModel):
     partition: Str | None = None
     #: partition of the jobs with GPUs (``null``: ``partition``)
     gpu_partition: Str | None = None
-    #: account charged (``null``: the plugin asks ``sacctmgr`` for the user's default account)
+    #: account charged (``null``: no ``-A``, the plugin's guess fails in 2.8.0, so SLURM charges the user's default account: docs/scale_out.md)
     account: Str | None = None
     #: the smallest request (MB): no job asks for less
     min_mem_mb: PosInt = 1024

@@ -157,8 +157,8 @@ class Generator(ABC):
       ``auxiliary`` or ``coordinate`` (a per-sample coordinate);
     * ``generate(seed, indices)``: the fields' arrays for a block of samples (below).
 
-    ``dims()``, ``coords()`` and ``fields()`` are read when the workflow loads and at registration
-    (with the default ``Params``), so they must be cheap: import heavy packages inside functions.
+    ``dims()``, ``coords()`` and ``fields()`` are read when the workflow loads and when the generator is
+    first looked up (with the default ``Params``: :func:`get_generator` checks the layout then), so they must be cheap: import heavy packages inside functions.
     """
 
     name: ClassVar[str] = ""

@@ -40,6 +40,8 @@ from collections.abc import Mapping
 from numbers import Real
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
+
 from opflow.data.format import Variable
 from opflow.data.transforms import GRID_DIMS, is_periodic
 
@@ -187,6 +189,13 @@ def check_instance(gen: Generator, built_with: str = "these Params") -> None:
             raise GeneratorContractError(f"{who}: field {name!r} has role {f.role!r}; roles are {list(ROLES)}")
         on_dims(f"field {name!r}", f.dims)
     _check_grid(who, dims, coords)
+    for name, v in coords.items():  # positions (grid axes, times, mesh nodes); not a topology's integer variables
+        missing = [a for a in ("units", "long_name") if not str(v.attrs.get(a, "")).strip()]
+        if missing and np.issubdtype(np.asarray(v.data).dtype, np.floating):
+            raise GeneratorContractError(
+                f"{who}: coordinate {name!r} has no {' and no '.join(missing)} attribute; give every coordinate its CF units "
+                "(\"1\" on a nondimensional axis) and a long_name in its Variable attrs"
+            )
 
 
 def _check_grid(who: str, dims: Mapping[str, int], coords: Mapping[str, Variable]) -> None:

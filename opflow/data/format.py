@@ -552,7 +552,9 @@ def check_file(path: str | os.PathLike, *, block: int = 64, declared: Callable[[
     Problems: a missing ``sample`` dimension or coordinate, unknown split codes or roles, fields
     without ``units``/``long_name`` or not per sample, non-finite values (one line per variable,
     naming the samples by position, and by global index where that differs), no output field,
-    missing provenance, and for the current format missing CF attributes; a chunk that cannot be
+    missing provenance, and for the current format missing CF attributes; what needs no data read
+    (:func:`_structure_problems`: groups or unlimited dimensions, the index and split variables' types and
+    flags, a per-sample variable without role, a floating-point coordinate without units or long_name); a chunk that cannot be
     read (damaged file) is a problem naming the variable and samples, never an exception.
     A file of an older readable format (see :data:`READABLE_FORMATS`) is accepted with a warning
     that it lacks what newer formats added.
@@ -610,6 +612,7 @@ def check_file(path: str | os.PathLike, *, block: int = 64, declared: Callable[[
                         problems.append(f"split has unknown codes {bad}")
             except (OSError, RuntimeError) as e:
                 problems.append(_damaged(path, "the sample and split variables", e))
+            problems.extend(_structure_problems(nc))
             for name, v in nc.variables.items():
                 role = getattr(v, "role", None)
                 if role is not None and role not in ROLES:
@@ -652,6 +655,45 @@ def check_file(path: str | os.PathLike, *, block: int = 64, declared: Callable[[
     except DatasetError as e:
         problems.append(str(e))
     return report
+
+
+def _structure_problems(nc: Any) -> list[str]:
+    """The rules of docs/format.md that read no data: the container (NetCDF-4, no groups, no unlimited
+    dimension), the index and split variables' types, a role on every per-sample variable, and units and
+    long_name on every floating-point coordinate (grid axes, times, mesh nodes; a mesh topology's integer
+    variables have neither)."""
+    out = []
+    if getattr(nc, "data_model", "NETCDF4") != "NETCDF4":
+        out.append(f"stored as {nc.data_model}, not NETCDF4 (HDF5 storage); regenerate the file")
+    if nc.groups:
+        out.append(f"groups {sorted(nc.groups)}: an opflow file has none, every variable is at its root")
+    unlimited = [d for d, dim in nc.dimensions.items() if dim.isunlimited()]
+    if unlimited:
+        out.append(f"unlimited dimension(s) {unlimited}: every dimension of an opflow file has a fixed size")
+    if "sample_index" not in nc.variables:
+        if "sample" in nc.variables:  # (format 1 without it is reported with the other format-1 rules)
+            out.append("no 'sample_index' variable (the global sample indices under format 1's name, equal to 'sample')")
+    for name in ("sample", "sample_index"):
+        if name in nc.variables and np.issubdtype(nc.variables[name].dtype, np.integer) and nc.variables[name].dtype != np.int64:
+            out.append(f"{name!r} is {nc.variables[name].dtype}; the global sample indices are int64")
+    if "split" in nc.variables:
+        sv = nc.variables["split"]
+        flags = sv.getncattr("flag_values").tolist() if "flag_values" in sv.ncattrs() else None
+        meanings = str(sv.getncattr("flag_meanings")) if "flag_meanings" in sv.ncattrs() else None
+        if sv.dtype != np.int8 or tuple(sv.dimensions) != ("sample",):
+            out.append(f"'split' is {sv.dtype} on {tuple(sv.dimensions)}; it is int8 on ('sample',)")
+        if flags != list(SPLITS.values()) or meanings != " ".join(SPLITS):
+            out.append(f"'split' has flag_values {flags} and flag_meanings {meanings!r}; CF flags {list(SPLITS.values())} and {' '.join(SPLITS)!r}")
+    for name, v in nc.variables.items():
+        role = getattr(v, "role", None)
+        if role is None and v.dimensions[:1] == ("sample",) and name not in ("sample", "sample_index", "split"):
+            out.append(f"{name}: a per-sample variable without 'role'; give it one of {list(ROLES)}")
+        is_coordinate = role == "coordinate" or (tuple(v.dimensions) == (name,) and name != "sample")
+        if is_coordinate and np.issubdtype(v.dtype, np.floating):
+            missing = [a for a in ("units", "long_name") if not str(getattr(v, a, "")).strip()]
+            if missing:
+                out.append(f"{name}: coordinate without {' or '.join(repr(a) for a in missing)}")
+    return out
 
 
 def _check_contract(nc: Any, report: ValidationReport, declared: Callable[[dict[str, Any], Path], Any] | None) -> None:

@@ -40,7 +40,7 @@ class Noise(Generator):
         return {"x": self.params.resolution}
 
     def coords(self) -> dict[str, Variable]:
-        return {"x": Variable(("x",), np.linspace(0, 1, self.params.resolution))}
+        return {"x": Variable(("x",), np.linspace(0, 1, self.params.resolution), {"units": "1", "long_name": "x"})}
 
     def fields(self) -> dict[str, FieldSpec]:
         return {

@@ -32,8 +32,8 @@ def grid_variables(n: int = 6, s: int = 9, seed: int = 0) -> dict[str, Variable]
     rng = np.random.default_rng(seed)
     x = np.linspace(0.0, 1.0, s)
     return {
-        "x": Variable(("x",), x, {"role": "coordinate", "units": "1"}),
-        "y": Variable(("y",), x, {"role": "coordinate", "units": "1"}),
+        "x": Variable(("x",), x, {"role": "coordinate", "units": "1", "long_name": "x"}),
+        "y": Variable(("y",), x, {"role": "coordinate", "units": "1", "long_name": "y"}),
         "sample_index": Variable(("sample",), np.arange(n, dtype=np.int64)),
         "coeff": Variable(("sample", "x", "y"), rng.random((n, s, s)).astype(np.float32), {"units": "1", "long_name": "a", "role": "input"}),
         "pressure": Variable(("sample", "x", "y"), rng.random((n, s, s)), {"units": "1", "long_name": "u", "role": "output"}),
@@ -435,6 +435,34 @@ def test_validate_requires_cf_attributes_in_the_current_format(dataset_file: Pat
     problems = validate(dataset_file)
     assert "missing global attribute(s) ['Conventions', 'history'] (CF; required by opflow-dataset/2)" in problems
     assert "'sample' and 'sample_index' differ; they must hold the same global indices" in problems
+
+
+def test_validate_checks_the_container_roles_coordinates_and_index_types_the_spec_states(tmp_path: Path, dataset_file: Path) -> None:
+    """docs/format.md's rules that need no data read: NetCDF-4 without groups or unlimited dimensions, int64
+    global indices, an int8 split with its CF flags, a role on every per-sample variable, units and long_name on
+    every floating-point coordinate. Each broken rule is one line naming the variable."""
+    import netCDF4
+
+    v = grid_variables()
+    del v["x"].attrs["long_name"]
+    v["sample_index"] = Variable(("sample",), np.arange(6, dtype=np.int32))
+    v["split"] = Variable(("sample",), np.zeros(6, dtype=np.int32))
+    v["norm"] = Variable(("sample",), np.ones(6), {"units": "1", "long_name": "norm of u"})  # no role
+    bad = write_dataset(tmp_path / "bad.nc", v, provenance_attrs("unit-test", {"s": 9}, seed=3))
+    problems = validate(bad)
+    for line in ("x: coordinate without 'long_name'",
+                 "'sample_index' is int32; the global sample indices are int64",
+                 "'split' is int32 on ('sample',); it is int8 on ('sample',)",
+                 "'split' has flag_values None and flag_meanings None; CF flags [0, 1, 2] and 'train test val'",
+                 "norm: a per-sample variable without 'role'; give it one of ['input', 'output', 'auxiliary', 'coordinate']"):
+        assert line in problems, (line, problems)
+    assert validate(dataset_file) == []
+    with netCDF4.Dataset(dataset_file, "a") as nc:
+        nc.createGroup("extra")
+        nc.createDimension("step", None)
+    problems = validate(dataset_file)
+    assert "groups ['extra']: an opflow file has none, every variable is at its root" in problems
+    assert "unlimited dimension(s) ['step']: every dimension of an opflow file has a fixed size" in problems
 
 
 def _format1_file(path: Path) -> Path:

@@ -18,8 +18,8 @@ def source(tmp_path: Path, n: int = 12, s: int = 13, indices: np.ndarray | None 
     x = np.linspace(0, 1, s)
     f = np.stack([sample_rng(7, i).standard_normal((s, s)) for i in idx])
     v = {
-        "x": Variable(("x",), x, {"role": "coordinate"}),
-        "y": Variable(("y",), x, {"role": "coordinate"}),
+        "x": Variable(("x",), x, {"role": "coordinate", "units": "1", "long_name": "x"}),
+        "y": Variable(("y",), x, {"role": "coordinate", "units": "1", "long_name": "y"}),
         "sample_index": Variable(("sample",), idx.astype(np.int64)),
         "u": Variable(("sample", "x", "y"), f, {"role": "output", "units": "1", "long_name": "u"}),
     }
@@ -86,8 +86,8 @@ def test_periodic_grids_use_point_count_strides(tmp_path: Path) -> None:
     x = np.arange(16) / 16
     f = np.arange(3 * 16 * 16, dtype=float).reshape(3, 16, 16)
     v = {
-        "x": Variable(("x",), x, {"role": "coordinate", "grid_type": "periodic"}),
-        "y": Variable(("y",), x, {"role": "coordinate", "grid_type": "periodic"}),
+        "x": Variable(("x",), x, {"role": "coordinate", "units": "1", "long_name": "x", "grid_type": "periodic"}),
+        "y": Variable(("y",), x, {"role": "coordinate", "units": "1", "long_name": "y", "grid_type": "periodic"}),
         "sample_index": Variable(("sample",), np.arange(3)),
         "w": Variable(("sample", "x", "y"), f, {"role": "output", "units": "1", "long_name": "w"}),
     }
@@ -139,7 +139,10 @@ def test_validate_holds_a_derived_file_to_its_split_rule(tmp_path: Path) -> None
     ]
     with netCDF4.Dataset(d, "a") as nc:
         nc.renameVariable("split", "part")
-    assert validate(d) == ["no 'split' variable, but it is a derived file whose opflow_split_rule records 8 train, 3 test, 1 val; derive it again (opflow derive)"]
+    assert validate(d) == [
+        "part: a per-sample variable without 'role'; give it one of ['input', 'output', 'auxiliary', 'coordinate']",  # the split renamed
+        "no 'split' variable, but it is a derived file whose opflow_split_rule records 8 train, 3 test, 1 val; derive it again (opflow derive)",
+    ]
     # a file without a split rule: the split must still hold test samples
     with netCDF4.Dataset(d, "a") as nc:
         nc.renameVariable("part", "split")
