@@ -16,7 +16,7 @@
 #   precision  (runs before step: the timings get the GPU alone) fp32 against tf32 and bf16 on ONO darcy43
 #            (data/darcy43/r43.nc, carried), 3 seeds each, side by side on the GPU (benchmarks/precision.py);
 #   step     single training steps, wall time against the GPU's kernel time (benchmarks/train_speed.py --steps):
-#            ONO on Darcy in every precision / compile / CUDA-graph setting, then GT, GNOT, FNO, ViTNO;
+#            ONO on Darcy in every precision / compile / CUDA-graph setting, then FNO, GT, GNOT, ViTNO (one process each);
 #   queue    the lease queue (config/queue.yaml, `opflow queue`): the next pairs that fit the time left, the
 #            checkpoints of those an earlier lease left unfinished restored into models/ (carried: the command's
 #            carry is what `opflow queue --next M --carry` prints on the CPU machine; a pair whose checkpoint did not
@@ -62,6 +62,10 @@ while [[ $# -gt 0 ]]; do
     esac
 done
 [[ "$deadline" =~ ^[0-9]+$ ]] || { echo "device_session: --deadline must be whole seconds, got '$deadline'" >&2; exit 2; }
+if (( deadline > 570 )); then  # the tool kills a command at 600 s, and the packing must come before that
+    echo "device_session: --deadline $deadline is past what one command may run (600 s, less 30 s for the packing); using 570" >&2
+    deadline=570
+fi
 known=" tests ono compile speed models capture cudatests precision step queue train "
 for s in ${steps//,/ }; do
     [[ "$known" == *" $s "* ]] || { echo "device_session: unknown step '$s' in --steps (known:$known)" >&2; exit 2; }
@@ -85,6 +89,14 @@ say() { printf '[device_session %4ds] %s\n' "$((SECONDS - t0))" "$*"; }
 left() { echo $((deadline - (SECONDS - t0))); }
 reserve=20; { want train || want queue; } && reserve=300   # seconds the steps before the training leave to it (or to the packing)
 budget() { local b=$(( $(left) - reserve )); (( b > $1 )) && b=$1; echo $(( b > 0 ? b : 0 )); }  # min(cap, left - reserve)
+exec 3>&1  # the console, for the lines of a step that is skipped while its own output goes to its log
+# capped SECONDS COMMAND...: COMMAND under `timeout SECONDS`, or skipped (status 124, one line) when no second is left:
+# `timeout 0` would run it with no limit at all
+capped() {
+    local b="$1"; shift
+    if (( b <= 0 )); then say "skipped, no time left before the deadline: ${*:1:4} ..." >&3; return 124; fi
+    timeout "$b" "$@"
+}
 pack_logs() { tar -czf "$out/session-logs.tgz" -C "$logs" .; }
 
 source "$root/scripts/device_env.sh"
@@ -135,40 +147,40 @@ if want tests; then
     xdist=(); "$py" -c 'import xdist' 2>/dev/null && xdist=(-n "$half")
     cache="$(mktemp -d)"
     say "tests on cores $lo (${xdist[*]:-one process})"
-    timeout "$(budget 200)" "${pin_lo[@]}" "$py" -m pytest -q -rs -o cache_dir="$cache" "${DEVICE_PYTEST_SKIPS[@]}" "${xdist[@]}" \
+    capped "$(budget 200)" "${pin_lo[@]}" "$py" -m pytest -q -rs -o cache_dir="$cache" "${DEVICE_PYTEST_SKIPS[@]}" "${xdist[@]}" \
         --junitxml "$logs/junit.xml" "${tests[@]}" >"$logs/pytest.log" 2>&1
     say "tests: exit $? ($(tail -n 1 "$logs/pytest.log"))"
-    timeout "$(budget 60)" "$py" -m pytest -q -rs -o cache_dir="$cache" "${DEVICE_PYTEST_SKIPS[@]}" --lf --lfnf=none "${tests[@]}" \
+    capped "$(budget 60)" "$py" -m pytest -q -rs -o cache_dir="$cache" "${DEVICE_PYTEST_SKIPS[@]}" --lf --lfnf=none "${tests[@]}" \
         >"$logs/pytest-failed-again.log" 2>&1
     say "the failures again, one process: exit $? ($(tail -n 1 "$logs/pytest-failed-again.log"))"
 fi
 if want ono; then
-    timeout "$(budget 120)" "$py" -m benchmarks.ono_official --release .release --variants fp32,bf16 "${bench[@]}" \
+    capped "$(budget 120)" "$py" -m benchmarks.ono_official --release .release --variants fp32,bf16 "${bench[@]}" \
         --out "$out/ono_official_cuda.json" >"$logs/ono_official.log" 2>&1
     say "ono_official fp32,bf16: exit $?"
 fi
 if want compile; then
-    timeout "$(budget 240)" "$py" -m benchmarks.ono_official --release .release --variants compile,bf16+compile "${bench[@]}" \
+    capped "$(budget 240)" "$py" -m benchmarks.ono_official --release .release --variants compile,bf16+compile "${bench[@]}" \
         --out "$out/ono_official_compile_cuda.json" >"$logs/ono_official_compile.log" 2>&1
     say "ono_official compile, bf16+compile: exit $?"
 fi
 if want speed; then  # the JSON is rewritten after every variant: a time-out keeps the finished ones
     speed=(--device cuda --variants fp32+ondevice,bf16+ondevice,bf16+compile+ondevice --epochs 3); [[ $rehearse -eq 1 ]] && speed=(--smoke)
-    timeout "$(budget 300)" "$py" -m benchmarks.train_speed "${speed[@]}" --out "$out/train_speed_cuda.json" >"$logs/train_speed.log" 2>&1
+    capped "$(budget 300)" "$py" -m benchmarks.train_speed "${speed[@]}" --out "$out/train_speed_cuda.json" >"$logs/train_speed.log" 2>&1
     say "train_speed: exit $?"
 fi
 if want models; then
     models=(--device cuda --phase-s 1 --timeout-s 60); [[ $rehearse -eq 1 ]] && models=(--smoke --models ono,fno)
-    timeout "$(budget 400)" "$py" -m benchmarks.models "${models[@]}" --out "$out/models_cuda.json" >"$logs/models.log" 2>&1
+    capped "$(budget 400)" "$py" -m benchmarks.models "${models[@]}" --out "$out/models_cuda.json" >"$logs/models.log" 2>&1
     say "models: exit $?"
 fi
 if want capture; then
     capargs=(); [[ $rehearse -eq 1 ]] && capargs=(--smoke)
-    timeout "$(budget 90)" "$py" -m benchmarks.graph_capture "${capargs[@]}" --out "$out/graph_capture_cuda.json" >"$logs/graph_capture.log" 2>&1
+    capped "$(budget 90)" "$py" -m benchmarks.graph_capture "${capargs[@]}" --out "$out/graph_capture_cuda.json" >"$logs/graph_capture.log" 2>&1
     say "graph_capture: exit $? ($(tail -n 1 "$logs/graph_capture.log"))"
 fi
 if want cudatests; then
-    timeout "$(budget 120)" "$py" -m pytest -q -rs -p no:cacheprovider tests/opflow/test_train_step.py tests/opflow/test_train_device_data.py \
+    capped "$(budget 120)" "$py" -m pytest -q -rs -p no:cacheprovider tests/opflow/test_train_step.py tests/opflow/test_train_device_data.py \
         -k "cuda" >"$logs/cudatests.log" 2>&1
     cudatests_rc=$?
     say "cudatests: exit $cudatests_rc ($(tail -n 1 "$logs/cudatests.log"))"
@@ -179,7 +191,7 @@ if want precision; then
     [[ $rehearse -eq 1 ]] && precargs=(--smoke)
     [[ $graphs -eq 1 ]] && ! graphs_refused && precargs+=(--cuda-graphs)
     b="$(budget "${PRECISION_CAP:-200}")"
-    timeout "$b" "$py" -m benchmarks.precision "${precargs[@]}" --budget-s "$(( b > 40 ? b - 30 : 10 ))" \
+    capped "$b" "$py" -m benchmarks.precision "${precargs[@]}" --budget-s "$(( b > 40 ? b - 30 : 10 ))" \
         --out "$out/precision_cuda.json" >"$logs/precision.log" 2>&1
     say "precision: exit $? ($(tail -n 1 "$logs/precision.log"))"
 fi
@@ -192,10 +204,10 @@ if want step; then  # the JSON is rewritten after every variant: a time-out keep
     other_variants="${STEP_OTHER_VARIANTS:-fp32,tf32+graphs,bf16+graphs}"
     ono_pairs=darcy/ono; other_pairs=darcy/fno,darcy141/gt,elasticity972/gnot,darcy_lognormal416/vitno
     [[ $rehearse -eq 1 ]] && { ono_variants=fp32; other_variants=fp32; ono_pairs=darcy/fno; other_pairs=elasticity972/gnot,darcy/fno; }
-    timeout "$(budget "${STEP_ONO_CAP:-200}")" "$py" -m benchmarks.train_speed "${stepargs[@]}" --pairs "$ono_pairs" --variants "$ono_variants" \
+    capped "$(budget "${STEP_ONO_CAP:-200}")" "$py" -m benchmarks.train_speed "${stepargs[@]}" --pairs "$ono_pairs" --variants "$ono_variants" \
         --out "$out/train_step_ono_cuda.json" >"$logs/train_step_ono.log" 2>&1
     say "train_step ono: exit $?"
-    timeout "$(budget "${STEP_OTHER_CAP:-150}")" "$py" -m benchmarks.train_speed "${stepargs[@]}" \
+    capped "$(budget "${STEP_OTHER_CAP:-150}")" "$py" -m benchmarks.train_speed "${stepargs[@]}" \
         --pairs "$other_pairs" --variants "$other_variants" \
         --out "$out/train_step_models_cuda.json" >"$logs/train_step_models.log" 2>&1
     say "train_step models: exit $?"

@@ -176,6 +176,27 @@ def test_the_lease_script_refuses_bad_arguments_before_any_work(tmp_path: Path) 
     assert usage.returncode == 0 and "--rehearse" in usage.stdout and "set -uo" not in usage.stdout
 
 
+def test_a_step_the_deadline_leaves_no_time_for_is_skipped_not_run_without_a_limit(tmp_path: Path) -> None:
+    """Each step runs under `timeout min(cap, time left)`; with no second left the step is skipped with one line
+    (GNU `timeout 0` would run it with no limit, past the lease's command limit, and the logs would be lost)."""
+    env = {**os.environ, "OUT": str(tmp_path / "out"), "PYTHON": sys.executable}
+    done = subprocess.run([str(SCRIPTS / "device_session.sh"), "--steps", "capture", "--rehearse", "--deadline", "15"],
+                          env=env, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert "skipped, no time left before the deadline: " in done.stdout and "graph_capture: exit 124" in done.stdout
+    assert (tmp_path / "out" / "session-logs.tgz").exists()
+    assert not (tmp_path / "out" / "graph_capture_cuda.json").exists()
+
+
+def test_a_deadline_past_the_command_limit_is_brought_under_it(tmp_path: Path) -> None:
+    """The tool kills a command at 600 s: a longer --deadline would let the trainings run past the packing.
+    (The unknown step then stops the script before any work.)"""
+    env = {**os.environ, "OUT": str(tmp_path / "out")}
+    done = subprocess.run([str(SCRIPTS / "device_session.sh"), "--deadline", "900", "--steps", "nosuch"], env=env, capture_output=True, text=True, timeout=60)
+    assert "--deadline 900 is past what one command may run (600 s, less 30 s for the packing); using 570" in done.stderr
+    assert done.returncode == 2 and "unknown step 'nosuch'" in done.stderr
+
+
 def test_help_prints_the_usage_header_and_nothing_of_the_code() -> None:
     done = subprocess.run([str(SCRIPTS / "device_run.sh"), "--help"], capture_output=True, text=True, timeout=60)
     assert done.returncode == 0
