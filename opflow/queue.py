@@ -286,27 +286,34 @@ def tracked_bytes(root: str | Path = ROOT) -> int:
 
 
 def carry_plan(entries: Sequence[QueueEntry], minutes: float, root: str | Path = ROOT, wheels: str = ".whl",
-               config_files: Sequence[str | Path] = DEFAULT_CONFIG) -> tuple[list[str], str]:
+               config_files: Sequence[str | Path] = DEFAULT_CONFIG, wheels_there: bool = False) -> tuple[list[str], str]:
     """The ``carry`` of a lease's queue command, ``[wheels, .lease-state/<pair> ..., .lease-state/data]``: the
     checkpoints of the pairs in progress that :func:`next_pairs` takes for ``minutes``, and the subsets of the data
     files the GPU machine cannot make (:func:`carried_data`), within what the command may carry beside the working tree
-    and the wheels; and a line that adds the bytes up (with a warning for each pair that would be taken but is not)."""
+    and the wheels; and a line that adds the bytes up (with a warning for each pair that would be taken but is not).
+
+    ``wheels_there``: an earlier command of the same lease carried the wheels, and the held machine keeps an ignored
+    path that a later command does not name: they are neither carried again nor counted, which leaves the checkpoints
+    the room the wheels took (25 MB)."""
     root = Path(root)
     wheel_bytes = sum(p.stat().st_size for p in (root / wheels).glob("*.whl"))
     if not wheel_bytes:
         raise ConfigError(f"{root / wheels}: no wheels; make them first with scripts/device_wheels.sh")
+    if wheels_there:
+        wheel_bytes = 0
     carried_data(entries, root, config_files)
     tree = tracked_bytes(root)
     budget = lease_state.CARRY_LIMIT - tree - wheel_bytes - 2**20  # a MiB to spare
     chosen = next_pairs(entries, minutes, carry_budget=max(budget, 0))
     resumed = [e for e in chosen if e.state == "in progress"]
     data = sorted({e.data for e in chosen if e.data})
-    paths = [wheels, *(lease_state.state_file(root, e.folder).parent.relative_to(root).as_posix() for e in resumed)]
+    paths = [*([] if wheels_there else [wheels]), *(lease_state.state_file(root, e.folder).parent.relative_to(root).as_posix() for e in resumed)]
     paths += [lease_state.DATA_DIR] if data else []
     ckpt = sum(e.checkpoint_bytes for e in resumed)
     data_bytes = sum({e.data: e.data_bytes for e in chosen if e.data}.values())  # once per file
     mb = 1e6
-    line = (f"carry: the tree {tree / mb:.1f} MB + the wheels {wheel_bytes / mb:.1f} MB + {len(resumed)} checkpoint(s) {ckpt / mb:.1f} MB"
+    wheel_text = "the wheels already on the machine (an earlier command of the lease carried them)" if wheels_there else f"the wheels {wheel_bytes / mb:.1f} MB"
+    line = (f"carry: the tree {tree / mb:.1f} MB + {wheel_text} + {len(resumed)} checkpoint(s) {ckpt / mb:.1f} MB"
             + (f" + {len(data)} data subset(s) {data_bytes / mb:.1f} MB" if data else "")
             + f" = {(tree + wheel_bytes + ckpt + data_bytes) / mb:.1f} MB of {lease_state.CARRY_LIMIT / mb:.1f} MB;"
             f" the lease trains {' '.join(e.pair for e in chosen) or 'nothing'}")
@@ -316,7 +323,8 @@ def carry_plan(entries: Sequence[QueueEntry], minutes: float, root: str | Path =
         if e.state == "in progress":  # it would resume first, but does not fit: the lease starts other pairs, and it waits
             line += (f"\nwarning: {e.pair} is in progress and would resume, but its checkpoint ({e.checkpoint_bytes / mb:.1f} MB)"
                      + (f" and its data ({e.data_bytes / mb:.1f} MB) do" if e.data else " does")
-                     + f" not fit the {max(budget, 0) / mb:.1f} MB left beside the tree and the wheels; make the tracked files smaller (git ls-files)")
+                     + f" not fit the {max(budget, 0) / mb:.1f} MB left beside the tree and the wheels; carry the wheels in an earlier command of the"
+                     " lease and choose with --wheels-there, or make the tracked files smaller (git ls-files)")
         elif e.data:
             line += (f"\nwarning: {e.pair} would train, but its data subset ({e.data_bytes / mb:.1f} MB) does not fit the {max(budget, 0) / mb:.1f} MB"
                      " left beside the tree, the wheels and the checkpoints")
@@ -434,6 +442,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--cpu-compile", action="store_true",
                    help="print 1 when the CPU's pair now trains with torch.compile (its cpu: entry's compile), else 0")
     p.add_argument("--carry", action="store_true", help="with --next: print the paths the lease's command carries (the wheels, the checkpoints it resumes, .lease-state/data: the subsets of the data made here that it reads)")
+    p.add_argument("--wheels-there", action="store_true",
+                   help="with --carry: an earlier command of this lease carried .whl (the held machine keeps it): leave it out of the carry and its 25 MB to the checkpoints")
     p.add_argument("--place-data", action="store_true",
                    help="on the GPU machine: copy the carried subsets (.lease-state/data/<x>) to data/<x>; a whole file there is kept, an older subset replaced")
     p.add_argument("--save-state", action="store_true",
@@ -501,7 +511,7 @@ def _run(a: argparse.Namespace) -> int:
         if not (math.isfinite(a.next) and a.next > 0):
             raise ConfigError(f"--next: {a.next!r} must be a number of minutes > 0")
         if a.carry:
-            paths, line = carry_plan(entries, a.next, config_files=a.config)
+            paths, line = carry_plan(entries, a.next, config_files=a.config, wheels_there=a.wheels_there)
             print(line, file=sys.stderr)
             print(" ".join(paths))
             return 0

@@ -230,7 +230,24 @@ def test_the_carry_of_a_lease_is_the_wheels_and_the_checkpoints_it_resumes(tmp_p
     paths, line = carry_plan(entries, 8, root=tmp_path)
     assert paths == [".whl"] and line.splitlines()[0].endswith("the lease trains a/m")
     assert line.splitlines()[1] == ("warning: b/m is in progress and would resume, but its checkpoint (0.0 MB) does not fit the 0.0 MB left "
-                                    "beside the tree and the wheels; make the tracked files smaller (git ls-files)")
+                                    "beside the tree and the wheels; carry the wheels in an earlier command of the lease and choose with "
+                                    "--wheels-there, or make the tracked files smaller (git ls-files)")
+
+
+def test_wheels_carried_by_an_earlier_command_of_the_lease_leave_their_room_to_the_checkpoints(tmp_path, monkeypatch):
+    """The held machine keeps an ignored path that a later command does not name: with --wheels-there the queue's
+    command carries no wheels, and a checkpoint that did not fit beside them does."""
+    text = "queue:\n  - {pair: b/m, gpu_minutes: 10, source: measured}\n"
+    unfinished(tmp_path, "b_m", 50, size=3000)
+    (tmp_path / ".whl").mkdir()
+    (tmp_path / ".whl/x-1-py3-none-any.whl").write_bytes(b"w" * 2000)
+    monkeypatch.setattr("opflow.queue.tracked_bytes", lambda root: lease_state.CARRY_LIMIT - 2**20 - 4000)  # 4000 bytes beside the tree
+    entries = derive(load_queue(write(tmp_path, text)), [Ref("b", "m")], tmp_path / "published", {"b/m": 100}, root=tmp_path)
+    paths, _ = carry_plan(entries, 8, root=tmp_path)
+    assert paths == [".whl"]  # 2000 bytes of wheels + 3000 of checkpoint > 4000: it waits
+    paths, line = carry_plan(entries, 8, root=tmp_path, wheels_there=True)
+    assert paths == [".lease-state/b_m"]
+    assert "+ the wheels already on the machine (an earlier command of the lease carried them) + 1 checkpoint(s)" in line and line.endswith("the lease trains b/m")
 
 
 def test_data_made_here_travels_as_a_subset_and_its_pair_is_taken_only_where_the_data_is(tmp_path, monkeypatch):
