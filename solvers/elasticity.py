@@ -34,7 +34,8 @@ stress has no locking at ``nu = 1/2``: ``sigma = 2 mu (eps + tr(eps) I)``.
 :meth:`RivlinSaunders.small_strain_limit` returns it; the tests check that the hyperelastic
 solution approaches it linearly in the load. Under the benchmark's load (100 against a shear
 modulus of 3.9e5) strains are of order 1e-4 to 1e-3 and the displacement differs from the
-linearised one by about 0.1 %; Newton converges in two iterations per step. Consequence worth
+linearised one by about 0.1 %; Newton converges in two iterations per step (three at load step 2 with
+some PETSc builds: tests/solvers/test_elasticity.py). Consequence worth
 knowing: with traction and clamped boundaries the linear stress field depends on ``nu`` only, not
 on ``E``, so the benchmark's stresses depend on ``C1, C2`` only through that 0.1 % nonlinearity.
 ``material="linear"`` solves plane-stress small-strain elasticity with ``E, nu`` instead:

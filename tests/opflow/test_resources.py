@@ -106,7 +106,10 @@ def test_the_parameter_count_is_the_built_models(tmp_path: Path) -> None:
 
 def test_a_model_sized_by_its_data_takes_the_points_from_the_file(tmp_path: Path) -> None:
     size = res.data_bytes([grid_dataset(tmp_path / "d.nc", s=8)])
-    assert res.parameter_count({"arch": "deeponet"}, size) > 0  # n_points = 64 from the file
+    from_file = res.parameter_count({"arch": "deeponet"}, size)
+    assert size.points == 64
+    assert from_file == res.parameter_count({"arch": "deeponet", "n_points": 64}, size) > 0  # n_points = 64 from the file
+    assert from_file != res.parameter_count({"arch": "deeponet", "n_points": 100}, size)  # the branch net reads n_points values
 
 
 def test_a_model_that_cannot_be_built_from_the_header_counts_zero(tmp_path: Path) -> None:
