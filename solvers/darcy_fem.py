@@ -36,7 +36,8 @@ last ``n`` (the test split) of another source on another mesh.
 Accuracy (tests/solvers/test_darcy_fem.py). With a smooth coefficient, P1 converges at order 2 in
 L2 and 1 in H1 (also with the DG0 centroid coefficient: the midpoint rule keeps the consistency
 error O(h^2)); P2 at orders 3 and 2 when the coefficient is exact. A DG0 coefficient limits P2 to
-L2 order 2 and H1 order 1, and a piecewise 12/3 coefficient limits every method to about O(h): P2
+L2 order 2 and H1 order 1 (the consistency error of the cell-wise constant; expected, not asserted by a test),
+and a piecewise 12/3 coefficient limits every method to about O(h): P2
 and ``refine > 1`` buy accuracy for reference data, not a higher order. On the same 12/3
 coefficient the P1 and FD (``darcy_fd``) pressures differ by a relative 1.2, 0.56, 0.28, 0.14 %
 at s = 33, 65, 129, 257: both converge to one solution at first order.
