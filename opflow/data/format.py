@@ -648,7 +648,7 @@ def check_file(path: str | os.PathLike, *, block: int = 64, declared: Callable[[
                     problems.append(msg)
             if not any(getattr(v, "role", None) == "output" for v in nc.variables.values()):
                 problems.append("no variable has role 'output'")
-            for a in ("opflow_generator", "opflow_params", "opflow_params_hash"):
+            for a in ("opflow_generator", "opflow_params", "opflow_params_hash", "opflow_seed", "opflow_seed_rule"):  # what regenerates it
                 if a not in nc.ncattrs():
                     problems.append(f"missing provenance attribute {a!r}")
             _check_contract(nc, report, declared)

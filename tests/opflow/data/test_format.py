@@ -138,6 +138,7 @@ def test_validate_accepts_good_file_and_names_problems(tmp_path: Path, dataset_f
     problems = validate(bad)
     assert any("pressure: missing attribute 'units'" in p for p in problems)
     assert any("opflow_params" in p for p in problems)
+    assert "missing provenance attribute 'opflow_seed'" in problems  # what `opflow regenerate` needs
 
 
 def test_missing_truncated_and_foreign_files_give_clear_errors(tmp_path: Path, dataset_file: Path) -> None:
