@@ -21,6 +21,23 @@ the running statistics (momentum 0.1) in evaluation, as PyTorch's BatchNorm does
 switches to evaluation mode, so its test errors were computed with the statistics of each test batch
 of 20 (docs/protocol-choices.md).
 
+The NeuralOperator library's FNO (Kovachki et al. 2023, ``neuralop.models.FNO`` with its channel MLPs: version
+1.0's defaults, 0.3's ``use_mlp=True``), which the continuum-attention paper trains (Calvello et al. 2024, Table 1:
+5.70e6 parameters at 12 modes and width 128), is this network with two options. ``lift_width`` makes the lifting
+two layers, ``[a, x] -> lift_width -> width`` with the activation between (the library: 2 x width).
+``channel_mlp`` (the library: 0.5) adds to each layer a channel MLP ``M_l`` (``width -> channel_mlp x width ->
+width``, activation between) beside a soft-gating skip ``g_l`` (one learned scale per channel, initialised to 1)
+of the layer's input::
+
+    z_l     = sigma( W_l v_l + (K_l v_l)(x) )              (no sigma after the last layer)
+    v_{l+1} = sigma( M_l z_l + g_l * v_l )                 (no sigma after the last layer)
+
+The library's linear skip has no bias and its spectral convolution has one: the same function as ``W_l`` with a
+bias. Its modes ``(12, 12)`` keep frequencies -6 .. 5 on the first axis (after its ``fftshift``) and 0 .. 6 on the
+last: ``modes: [6, 7]`` here. It appends a grid on [0, 1) (its ``GridEmbeddingND``); here the file's coordinates
+are appended, as for every FNO entry. It counts a complex weight once: 5,705,089 for the continuum paper's network
+on Darcy (one input), 11,210,113 counted here (real and imaginary parts separately).
+
 ``padding``: for non-periodic problems the released code appends zeros to the end of every grid
 axis after the lifting (9 points for Darcy) and crops them before the projection, so that the
 periodic FFT does not wrap the boundary values onto each other; ``padding: 0`` (the default)
@@ -105,15 +122,25 @@ class FNO(OperatorModel):
         act: str,
         padding: int,
         norm: str = "none",
+        lift_width: int = 0,
+        channel_mlp: float = 0.0,
     ) -> None:
         super().__init__(in_channels, out_channels, coord_dim)
         if not 1 <= coord_dim <= 3:
             raise ConfigError(f"fno works on 1, 2 or 3 grid dimensions; the data have {coord_dim}")
         self.modes = as_modes(modes, coord_dim)
         self.width, self.padding = width, padding
-        self.lift = nn.Linear(in_channels + coord_dim, width)
+        lift_in = in_channels + coord_dim
+        self.lift = nn.Sequential(nn.Linear(lift_in, lift_width), activation(act), nn.Linear(lift_width, width)) if lift_width else nn.Linear(lift_in, width)
         self.layers = nn.ModuleList(FourierLayer(width, self.modes, norm) for _ in range(n_layers))
         self.act = activation(act)
+        hidden = round(channel_mlp * width)
+        if channel_mlp and hidden < 1:
+            raise ConfigError(f"channel_mlp {channel_mlp} x width {width} leaves no hidden channel; use 0 (no channel MLP) or a larger value")
+        self.channel_mlps = nn.ModuleList(
+            nn.Sequential(nn.Conv1d(width, hidden, 1), activation(act), nn.Conv1d(hidden, width, 1)) for _ in range(n_layers if hidden else 0)
+        )
+        self.gates = nn.ParameterList(nn.Parameter(torch.ones(1, width, 1)) for _ in range(n_layers if hidden else 0))
         self.proj = nn.Sequential(nn.Linear(width, proj_width), activation(act), nn.Linear(proj_width, out_channels))
 
     def grid_of(self, n_points: int, grid_shape: Sequence[int] | None) -> tuple[int, ...]:
@@ -137,9 +164,13 @@ class FNO(OperatorModel):
         if self.padding:
             v = F.pad(v, [0, self.padding] * len(grid))
         for i, layer in enumerate(self.layers):
-            v = layer(v)
-            if i + 1 < len(self.layers):
-                v = self.act(v)
+            last = i + 1 == len(self.layers)
+            z = layer(v)
+            z = z if last else self.act(z)
+            if self.channel_mlps:  # M_l z_l + g_l v_l, on the points flattened (module docstring)
+                z = (self.channel_mlps[i](z.flatten(2)) + self.gates[i] * v.flatten(2)).view_as(v)
+                z = z if last else self.act(z)
+            v = z
         if self.padding:
             v = v[(slice(None), slice(None), *(slice(0, s) for s in grid))]
         return self.proj(v.flatten(2).transpose(1, 2))

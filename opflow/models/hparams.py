@@ -208,6 +208,12 @@ class FnoHparams(Hparams):
     #: ``batch``: a BatchNorm after each Fourier layer's sum, before its activation (the FNO code's NS2d
     #: script ``fourier_2d_time.py``); ``none``: the Darcy and Burgers networks
     norm: FnoNorm = "none"
+    #: the hidden width of a two-layer lifting ``[a, x] -> lift_width -> width`` (activation between); 0: one linear map
+    #: (the FNO code). The NeuralOperator library lifts with 2 x width
+    lift_width: NonNegInt = 0
+    #: the NeuralOperator library's block: after each Fourier layer's sum a channel MLP ``width -> channel_mlp x width
+    #: -> width`` beside a soft-gating skip of the block's input (:class:`~opflow.models.fno.FNO`); 0: none (the FNO code)
+    channel_mlp: NonNegFloat = 0.0
 
     def misfits(self, data: DataShape) -> list[str]:
         """``modes``: one per grid axis, at most the Fourier modes of the training grid (padding included)."""

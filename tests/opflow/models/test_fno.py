@@ -226,6 +226,50 @@ def test_the_batch_norm_acts_on_each_layers_sum_before_the_activation_with_batch
         torch.testing.assert_close(m(c[:1], a[:1], grid_shape=(8, 8)), m(c, a, grid_shape=(8, 8))[:1], rtol=1e-5, atol=1e-6)
 
 
+NEURALOP = {"arch": "fno", "modes": [6, 7], "width": 128, "n_layers": 4, "proj_width": 256, "act": "gelu", "padding": 0,
+            "lift_width": 256, "channel_mlp": 0.5}
+
+
+def test_the_neuraloperator_librarys_network_has_the_continuum_papers_count():
+    """The continuum-attention paper's FNO (Table 1: 5.70e6 parameters at 12 modes and width 128) is the NeuralOperator
+    library's with its channel MLPs: neuralop 1.0.0's FNO(n_modes=(12, 12), hidden_channels=128) has 5,705,089, its
+    complex weights counted once (built from the library on 2026-12-02; docs/protocol-choices.md). Here real and
+    imaginary parts count separately: 5,705,089 + the 5,505,024 complex spectral weights (4 x 128^2 x 12 x 7)."""
+    m = build_model(NEURALOP, 1, 1, 2)
+    spectral = sum(p.numel() for layer in m.layers for p in layer.spectral.parameters()) // 2
+    assert spectral == 4 * 128 * 128 * 12 * 7
+    assert count_parameters(m) - spectral == 5_705_089
+    # the parts: a two-layer lifting (1 + 2 coordinates -> 256 -> 128), per block a 128 -> 64 -> 128 channel MLP and
+    # one soft-gating scale per channel, initialised to 1
+    assert isinstance(m.lift, torch.nn.Sequential) and m.lift[0].in_features == 3 and m.lift[0].out_features == 256
+    assert [tuple(mlp[0].weight.shape[:2]) for mlp in m.channel_mlps] == [(64, 128)] * 4
+    assert all(torch.equal(g, torch.ones(1, 128, 1)) for g in m.gates)
+    # the FNO code's network is unchanged by the new options' defaults: the same keys and count
+    assert list(build_model({"arch": "fno"}, 1, 1, 2).state_dict()) == list(build_model({"arch": "fno", "lift_width": 0, "channel_mlp": 0}, 1, 1, 2).state_dict())
+    with pytest.raises(ConfigError, match="channel_mlp 0.001 x width 128 leaves no hidden channel"):
+        build_model({**NEURALOP, "channel_mlp": 0.001}, 1, 1, 2)
+
+
+def test_the_library_block_is_the_channel_mlp_beside_a_gated_skip_of_the_block_input():
+    """z_l = gelu(W_l v_l + K_l v_l), v_{l+1} = gelu(M_l z_l + g_l v_l), neither activation after the last layer
+    (neuralop's FNOBlocks, post-activation), restated from the model's own parts."""
+    torch.manual_seed(0)
+    m = build_model({**NEURALOP, "modes": [3, 3], "width": 8, "n_layers": 2, "proj_width": 8, "lift_width": 16}, 1, 1, 2)
+    with torch.no_grad():
+        for g in m.gates:
+            g.uniform_(0.5, 1.5)
+    c, a = grid_batch(8, batch=2)
+    gelu = torch.nn.functional.gelu
+    v = m.lift(torch.cat([a, c], -1)).transpose(1, 2).reshape(2, 8, 8, 8)
+    for i, layer in enumerate(m.layers):
+        z = layer.spectral(v) + layer.pointwise(v.flatten(2)).view_as(v)
+        z = gelu(z) if i == 0 else z
+        z = (m.channel_mlps[i](z.flatten(2)) + m.gates[i] * v.flatten(2)).view_as(v)
+        v = gelu(z) if i == 0 else z
+    by_hand = m.proj(v.flatten(2).transpose(1, 2))
+    torch.testing.assert_close(m(c, a, grid_shape=(8, 8)), by_hand, rtol=1e-5, atol=1e-6)
+
+
 def grid_batch(n: int, batch: int = 1) -> tuple[torch.Tensor, torch.Tensor]:
     """A smooth periodic field on the periodic n x n grid of points (i/n, j/n), row-major."""
     t = torch.arange(n) / n
