@@ -39,7 +39,7 @@ def test_every_benchmark_module_is_found_and_takes_smoke_and_out() -> None:
     # the two that need an outside input say so, and smoke runs do without it
     requires = {b.name: b.requires for b in discover() if b.requires}
     assert requires == {"ono_official": ["--release"], "ono_ablation": ["--data"], "precision": ["--data"], "models_ab": ["--before"],
-                        "cpu_denormals": ["--checkpoint"], "kv_dropout_eval": ["--model", "--data"]}
+                        "cpu_denormals": ["--checkpoint"], "kv_dropout_eval": ["--model", "--data"], "fno_neuralop": ["--library"]}
     # the torch solver and kernel benchmarks run once more per GPU when one is present
     gpu = {b.name: b.gpu_args for b in discover() if b.gpu_args}
     assert gpu["navier_stokes"] == ["--device", "cuda"] and gpu["attention_cost"] == ["--device", "cuda"]
