@@ -177,6 +177,7 @@ def family_of(config: Mapping[str, Any], dataset: str) -> str | None:
 NATURAL_DATASETS: dict[str, str] = {
     "ono_official": "darcy",
     "fno": "darcy",
+    "fno_neuralop": "darcy_lognormal64",  # the continuum-attention paper's FNO (its published rows: log-normal Darcy, Kolmogorov)
     "deeponet": "darcy",
     "gt_inverse": "darcy_inverse141_eps0",
     "gt_inverse_regular": "darcy_inverse141_eps0",
