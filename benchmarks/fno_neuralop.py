@@ -98,7 +98,7 @@ def _ours() -> tuple[torch.nn.Module, int]:
     from opflow.config import load_config_files
     from opflow.models import build_model
 
-    entry = {k: v for k, v in load_config_files(["config/default.yaml"])["models"]["fno_neuralop"].items() if k != "training"}
+    entry = {k: v for k, v in load_config_files([OUT.parents[2] / "config" / "default.yaml"])["models"]["fno_neuralop"].items() if k != "training"}
     ours = build_model(entry, 1, 1, 2)
     return ours, sum(p.numel() for layer in ours.layers for p in layer.spectral.parameters()) // 2
 
